@@ -1,0 +1,52 @@
+"""GROWN+UP graph neural network main-content extraction for Scrapy.
+
+Importing the package is cheap: torch, torch-geometric and sentence-transformers are imported
+only when a model or encoder is first used. Heavy names are resolved lazily below.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import GrownupError, NotHTMLError, EmptyPageError, ModelLoadError
+from .limits import PageLimits
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArticleExtractor",
+    "Article",
+    "Featurizer",
+    "PageLimits",
+    "parse_page",
+    "GrownupError",
+    "NotHTMLError",
+    "EmptyPageError",
+    "ModelLoadError",
+    "__version__",
+]
+
+_LAZY = {
+    "parse_page": ("scrapy_grownup.dom", "parse_page"),
+    "PageStructure": ("scrapy_grownup.dom", "PageStructure"),
+    "Featurizer": ("scrapy_grownup.featurizer", "Featurizer"),
+    "ArticleExtractor": ("scrapy_grownup.extractor", "ArticleExtractor"),
+    "Article": ("scrapy_grownup.article", "Article"),
+    "Addon": ("scrapy_grownup.addon", "Addon"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .dom import PageStructure, parse_page
+    from .featurizer import Featurizer
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'scrapy_grownup' has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value

@@ -1,0 +1,137 @@
+"""Bytes to text: HTTP charset, then BOM, then ``<meta charset>``, then detection.
+
+A declaration is only trusted when the body decodes cleanly under it, so a wrong declaration
+falls through to the next source instead of producing mojibake or an exception.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+from .errors import NotHTMLError
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_HEADER_CHARSET = re.compile(rb"charset\s*=\s*[\"']?\s*([A-Za-z0-9._:\-]+)", re.I)
+_META_CHARSET = re.compile(
+    rb"<meta[^>]{0,512}?charset\s*=\s*[\"']?\s*([A-Za-z0-9._:\-]+)", re.I | re.S
+)
+# WHATWG: labels that browsers map to a superset encoding.
+_ALIASES = {
+    "latin1": "cp1252", "latin-1": "cp1252", "iso-8859-1": "cp1252", "iso8859-1": "cp1252",
+    "ascii": "cp1252", "us-ascii": "cp1252", "iso-8859-9": "cp1254", "tis-620": "cp874",
+    "gb2312": "gb18030", "gbk": "gb18030", "x-gbk": "gb18030", "shift-jis": "cp932",
+    "shift_jis": "cp932", "sjis": "cp932", "euc-kr": "cp949", "x-sjis": "cp932",
+}
+# Magic numbers of formats that are certainly not HTML.
+_BINARY_MAGIC = (
+    b"%PDF-", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8\xff", b"PK\x03\x04",
+    b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"RIFF", b"\x00\x00\x01\x00", b"OggS", b"ID3",
+    b"\x7fELF", b"wOFF", b"wOF2", b"%!PS",
+)
+
+
+def resolve_encoding(label: str | bytes | None) -> str | None:
+    """Normalised Python codec name for an encoding label, or None when unknown."""
+    if not label:
+        return None
+    if isinstance(label, bytes):
+        label = label.decode("ascii", "ignore")
+    label = label.strip().strip("\"'").lower()
+    label = _ALIASES.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+    except (LookupError, ValueError):
+        return None
+    return _ALIASES.get(name, name)
+
+
+def sniff_binary(body: bytes) -> None:
+    """Raise ``NotHTMLError`` for bytes that are clearly a binary format."""
+    head = body[:1024]
+    if head.startswith(_BINARY_MAGIC):
+        raise NotHTMLError(f"binary content (starts with {head[:8]!r})")
+    if any(head.startswith(bom) for bom, _ in _BOMS):
+        return
+    if head.count(b"\x00") > len(head) // 8 and len(head) >= 32:
+        raise NotHTMLError("binary content (NUL bytes in the first kilobyte)")
+
+
+def looks_like_html(body: bytes) -> bool:
+    """Cheap sniff used for responses whose content type is missing or generic."""
+    head = body[:2048].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html", b"<?xml")) or any(
+        marker in head for marker in (b"<html", b"<head", b"<body", b"<div", b"<p>", b"<title")
+    )
+
+
+def _decodes(body: bytes, encoding: str) -> bool:
+    try:
+        body.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return True
+
+
+def candidate_encodings(body: bytes, content_type: str | bytes | None = None) -> list[str]:
+    """Declared encodings in the order they are trusted (duplicates removed)."""
+    found: list[str | None] = []
+    if content_type:
+        if isinstance(content_type, str):
+            content_type = content_type.encode("latin-1", "ignore")
+        match = _HEADER_CHARSET.search(content_type)
+        found.append(resolve_encoding(match.group(1)) if match else None)
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            found.append(name)
+            break
+    match = _META_CHARSET.search(body[:8192])
+    if match:
+        meta = resolve_encoding(match.group(1))
+        # A meta tag in bytes we can read as ASCII cannot truthfully declare UTF-16/32.
+        if meta and not meta.startswith(("utf-16", "utf-32")):
+            found.append(meta)
+    out: list[str] = []
+    for name in found:
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def decode_html(body: bytes, content_type: str | bytes | None = None) -> tuple[str, str]:
+    """Decode an HTML body; returns ``(text, encoding)``. Never raises on bad bytes.
+
+    Sources in order: HTTP header charset, BOM, ``<meta charset>``/``http-equiv``, detection
+    (UTF-8 if it decodes strictly, else cp1252). The first declared encoding under which the
+    body decodes cleanly wins; if none does, the first declared one is used with replacement
+    characters, so a wrong declaration never crashes and rarely garbles.
+    """
+    declared = candidate_encodings(body, content_type)
+    for name in declared:
+        if _decodes(body, name):
+            return _strip_bom(body.decode(name)), name
+    if not declared and _decodes(body, "utf-8"):
+        return _strip_bom(body.decode("utf-8")), "utf-8"
+    if declared:
+        name = declared[0]
+    else:
+        name = "utf-8" if _mostly_utf8(body) else "cp1252"
+    return _strip_bom(body.decode(name, errors="replace")), name
+
+
+def _mostly_utf8(body: bytes) -> bool:
+    """True when invalid sequences are rare, i.e. UTF-8 with a few corrupt bytes."""
+    sample = body[:65536]
+    text = sample.decode("utf-8", errors="replace")
+    multibyte = sum(1 for ch in text if ord(ch) > 127 and ch != "\ufffd")
+    return multibyte > 4 * text.count("\ufffd")
+
+
+def _strip_bom(text: str) -> str:
+    return text[1:] if text.startswith("\ufeff") else text

@@ -1,0 +1,326 @@
+"""HTML bytes to ``PageStructure``: the DOM tree as arrays, before any text embedding.
+
+This is the CPU-bound half of featurization (lxml parsing, one walk over the tree, Laplacian
+positions). It needs only lxml, numpy and scipy, so it runs in worker processes and its result
+pickles cheaply between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from lxml import etree
+
+from .attributes import attribute_words
+from .decoding import decode_html, sniff_binary
+from .errors import EmptyPageError
+from .fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
+from .limits import PageLimits
+from .tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
+
+NUM_CHILD_POSITIONS = 32  # one-hot child index 0..30 and ">30"
+NUM_EIGENVECTORS = 32
+# Separator before a text segment: glued to the previous one, a space, or a paragraph break.
+SEP_NONE, SEP_SPACE, SEP_BLOCK = 0, 1, 2
+
+STRUCT_BLOCKS: tuple[tuple[str, int], ...] = (
+    ("tag", NUM_TAG_CLASSES),
+    ("font_weight", len(FONT_WEIGHTS)),
+    ("font_style", len(FONT_STYLES)),
+    ("font_size", len(FONT_SIZES)),
+    ("text_length", 1),
+    ("num_children", 1),
+    ("child_index", NUM_CHILD_POSITIONS),
+)
+STRUCT_DIM = sum(size for _, size in STRUCT_BLOCKS)
+
+
+@dataclass
+class PageStructure:
+    """One page's DOM as a tree of ``n`` element nodes in document (pre-)order.
+
+    Node 0 is the root (``html``). ``parent[i] < i`` for every other node. Text lives in
+    ``segments``: each text run of the page in reading order with the node that directly owns it,
+    which is what label alignment and article assembly need.
+    """
+
+    url: str | None
+    encoding: str
+    tags: list[str]
+    parent: np.ndarray  # int32 [n], -1 for the root
+    depth: np.ndarray  # int32 [n]
+    tag_ids: np.ndarray  # int16 [n], index into tags.TAGS (83 = other)
+    child_index: np.ndarray  # int32 [n], position among element siblings
+    num_children: np.ndarray  # int32 [n]
+    font: np.ndarray  # int8 [n, 3]: weight, style, size bucket indices
+    class_words: list[str]
+    id_words: list[str]
+    locator: list[str]  # positional XPath, stable for the same bytes
+    seg_owner: np.ndarray  # int32 [m]
+    seg_sep: np.ndarray  # int8 [m]: SEP_NONE / SEP_SPACE / SEP_BLOCK before the segment
+    seg_text: list[str]  # whitespace-normalised, never empty
+    title: str = ""
+    lang: str | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+    json_ld: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)  # reasons: "bytes", "nodes", "depth"
+    positions: np.ndarray | None = None  # float32 [n, 32] Laplacian eigenvectors
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.tags)
+
+    @cached_property
+    def node_text(self) -> list[str]:
+        """Each node's own direct text (its text and its children's tails), normalised."""
+        parts: list[list[str]] = [[] for _ in range(self.num_nodes)]
+        for owner, text in zip(self.seg_owner.tolist(), self.seg_text):
+            parts[owner].append(text)
+        return [" ".join(p) for p in parts]
+
+    def struct_features(self) -> np.ndarray:
+        """Encoder-independent features, float32 [n, STRUCT_DIM], blocks as in STRUCT_BLOCKS."""
+        n = self.num_nodes
+        out = np.zeros((n, STRUCT_DIM), dtype=np.float32)
+        rows = np.arange(n)
+        offset = 0
+        out[rows, offset + self.tag_ids] = 1.0
+        offset += NUM_TAG_CLASSES
+        for column, size in ((0, len(FONT_WEIGHTS)), (1, len(FONT_STYLES)), (2, len(FONT_SIZES))):
+            out[rows, offset + self.font[:, column]] = 1.0
+            offset += size
+        lengths = np.fromiter((len(t) for t in self.node_text), dtype=np.float32, count=n)
+        out[:, offset] = np.log1p(lengths) / 8.0
+        offset += 1
+        out[:, offset] = np.log1p(self.num_children.astype(np.float32)) / 4.0
+        offset += 1
+        out[rows, offset + np.minimum(self.child_index, NUM_CHILD_POSITIONS - 1)] = 1.0
+        return out
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(edge_index [2, e], edge_type [e])`` with PyG's source->target convention.
+
+        Type 0 (PARENT): parent -> child, a node hears its parent. Type 1 (CHILD): child ->
+        parent. Type 2 (SELF): self-loops. Each type has its own weights in the model.
+        """
+        return tree_edges(self.parent)
+
+
+EDGE_PARENT, EDGE_CHILD, EDGE_SELF = 0, 1, 2
+NUM_EDGE_TYPES = 3
+
+
+def tree_edges(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(parent)
+    child = np.nonzero(parent >= 0)[0].astype(np.int64)
+    par = parent[child].astype(np.int64)
+    nodes = np.arange(n, dtype=np.int64)
+    src = np.concatenate([par, child, nodes])
+    dst = np.concatenate([child, par, nodes])
+    types = np.concatenate([
+        np.full(len(child), EDGE_PARENT, dtype=np.int64),
+        np.full(len(child), EDGE_CHILD, dtype=np.int64),
+        np.full(n, EDGE_SELF, dtype=np.int64),
+    ])
+    return np.stack([src, dst]), types
+
+
+_PARSER_OPTIONS = dict(
+    remove_comments=True, remove_pis=True, no_network=True, recover=True, huge_tree=True,
+    remove_blank_text=False, compact=True, default_doctype=False,
+)
+
+
+def _parser() -> etree.HTMLParser:
+    return etree.HTMLParser(encoding="utf-8", **_PARSER_OPTIONS)
+
+
+def _norm_tag(tag) -> str | None:
+    if not isinstance(tag, str):
+        return None  # comment, processing instruction, entity
+    if tag.startswith("{"):
+        tag = tag.rsplit("}", 1)[1]
+    return tag.lower()
+
+
+def parse_page(
+    body: bytes | str,
+    url: str | None = None,
+    content_type: str | bytes | None = None,
+    limits: PageLimits | None = None,
+    positions: bool = True,
+) -> PageStructure:
+    """Parse one HTML document into a ``PageStructure``.
+
+    Raises ``NotHTMLError`` for binary formats and ``EmptyPageError`` when no element remains;
+    anything else (broken markup, wrong charsets, huge or absurdly deep pages) gives a valid,
+    possibly truncated structure whose ``truncated`` list says which cap was hit.
+    """
+    limits = limits or PageLimits()
+    truncated: list[str] = []
+    if isinstance(body, str):
+        text, encoding = body, "unicode"
+        if len(text) > limits.max_bytes:
+            text, truncated = text[: limits.max_bytes], ["bytes"]
+        data = text.encode("utf-8", errors="replace")
+    else:
+        body = bytes(body)
+        if not body.strip():
+            raise EmptyPageError("empty body")
+        sniff_binary(body)
+        if len(body) > limits.max_bytes:
+            body, truncated = body[: limits.max_bytes], ["bytes"]
+        text, encoding = decode_html(body, content_type)
+        data = text.encode("utf-8", errors="replace")
+    data = data.replace(b"\x00", b"")
+    if not data.strip():
+        raise EmptyPageError("empty body")
+    try:
+        root = etree.fromstring(data, _parser())
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
+        raise EmptyPageError(f"no HTML element could be parsed: {exc}") from None
+    if root is None or not isinstance(root.tag, str):
+        raise EmptyPageError("no HTML element could be parsed")
+    meta, json_ld = _collect_metadata(root)
+    etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
+    page = _walk(root, limits, truncated)
+    page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
+    if positions:
+        from .laplacian import laplacian_positions
+
+        page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+    return page
+
+
+def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
+    """``<meta>`` name/property -> content and JSON-LD blocks, read before they are removed."""
+    meta: dict[str, str] = {}
+    json_ld: list[str] = []
+    for el in root.iter("meta", "script"):
+        if el.tag == "meta":
+            key = el.get("property") or el.get("name") or el.get("itemprop") or el.get("http-equiv")
+            value = el.get("content")
+            if key and value and key.lower() not in meta:
+                meta[key.lower()] = value.strip()
+        elif (el.get("type") or "").strip().lower() == "application/ld+json" and el.text:
+            json_ld.append(el.text.strip())
+    return meta, json_ld
+
+
+class _Tail:
+    """Stack marker: the tail text of a child, emitted after the child's subtree."""
+
+    __slots__ = ("text", "owner", "block")
+
+    def __init__(self, text: str, owner: int, block: bool):
+        self.text, self.owner, self.block = text, owner, block
+
+
+def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
+    tags: list[str] = []
+    parent: list[int] = []
+    depth: list[int] = []
+    child_index: list[int] = []
+    num_children: list[int] = []
+    font: list[tuple[int, int, int]] = []
+    class_words: list[str] = []
+    id_words: list[str] = []
+    locator: list[str] = []
+    seg_owner: list[int] = []
+    seg_sep: list[int] = []
+    seg_text: list[str] = []
+    title = ""
+    lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+
+    state = {"sep": SEP_NONE}
+
+    def emit(owner: int, raw: str | None, block_before: bool = False) -> None:
+        if block_before:
+            state["sep"] = SEP_BLOCK
+        if not raw:
+            return
+        words = raw.split()
+        if raw[:1].isspace() and state["sep"] == SEP_NONE:
+            state["sep"] = SEP_SPACE
+        if words:
+            seg_owner.append(owner)
+            seg_sep.append(state["sep"] if seg_text else SEP_BLOCK)
+            seg_text.append(" ".join(words))
+            state["sep"] = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
+
+    max_nodes, max_depth = limits.max_nodes, limits.max_depth
+    stack: list = [(root, -1, 0, 0, f"/{_norm_tag(root.tag)}")]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Tail:
+            emit(item.owner, item.text, item.block)
+            continue
+        el, par, dep, index, loc = item
+        tag = _norm_tag(el.tag)
+        if tag is None:
+            continue
+        if dep >= max_depth or len(tags) >= max_nodes:
+            reason = "depth" if dep >= max_depth else "nodes"
+            if reason not in truncated:
+                truncated.append(reason)
+            if tag not in NON_TEXT_TAGS and par >= 0:
+                emit(par, " ".join(el.itertext()), tag in BLOCK_TAGS)
+            continue
+        idx = len(tags)
+        tags.append(tag)
+        parent.append(par)
+        depth.append(dep)
+        child_index.append(index)
+        locator.append(loc)
+        font.append(font_features(tag, el.get("style"), el.get("size") if tag == "font" else None))
+        class_words.append(attribute_words(el.get("class")))
+        id_words.append(attribute_words(el.get("id")))
+        block = tag in BLOCK_TAGS
+        if tag == "title" and not title and el.text:
+            title = " ".join(el.text.split())
+        if tag not in NON_TEXT_TAGS:
+            emit(idx, el.text, block)
+        elif block:
+            state["sep"] = SEP_BLOCK
+        children = [c for c in el if isinstance(c.tag, str)]
+        num_children.append(len(children))
+        if not children:
+            if block:
+                state["sep"] = SEP_BLOCK
+            continue
+        seen: dict[str, int] = {}
+        entries = []
+        for position, child in enumerate(children):
+            ctag = _norm_tag(child.tag)
+            seen[ctag] = seen.get(ctag, 0) + 1
+            entries.append((child, idx, dep + 1, position, f"{loc}/{ctag}[{seen[ctag]}]"))
+        # Comments and PIs were removed by the parser, so every child's tail belongs to el.
+        for entry in reversed(entries):
+            child = entry[0]
+            stack.append(_Tail(child.tail, idx, _norm_tag(child.tag) in BLOCK_TAGS or block))
+            stack.append(entry)
+    if not tags:
+        raise EmptyPageError("no element in the document")
+    n = len(tags)
+    return PageStructure(
+        url=None,
+        encoding="",
+        tags=tags,
+        parent=np.asarray(parent, dtype=np.int32),
+        depth=np.asarray(depth, dtype=np.int32),
+        tag_ids=np.fromiter((tag_index(t) for t in tags), dtype=np.int16, count=n),
+        child_index=np.asarray(child_index, dtype=np.int32),
+        num_children=np.asarray(num_children, dtype=np.int32),
+        font=np.asarray(font, dtype=np.int8).reshape(n, 3),
+        class_words=class_words,
+        id_words=id_words,
+        locator=locator,
+        seg_owner=np.asarray(seg_owner, dtype=np.int32),
+        seg_sep=np.asarray(seg_sep, dtype=np.int8),
+        seg_text=seg_text,
+        title=title,
+        lang=lang,
+        truncated=truncated,
+    )
