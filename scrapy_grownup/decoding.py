@@ -108,20 +108,16 @@ def decode_html(body: bytes, content_type: str | bytes | None = None) -> tuple[s
     """Decode an HTML body; returns ``(text, encoding)``. Never raises on bad bytes.
 
     Sources in order: HTTP header charset, BOM, ``<meta charset>``/``http-equiv``, detection
-    (UTF-8 if it decodes strictly, else cp1252). The first declared encoding under which the
-    body decodes cleanly wins; if none does, the first declared one is used with replacement
-    characters, so a wrong declaration never crashes and rarely garbles.
+    (UTF-8 if it decodes strictly, UTF-8 with replacements if invalid bytes are rare, else
+    cp1252). The first declared encoding under which the body decodes cleanly wins; a
+    declaration the bytes contradict is ignored, so a wrong one never crashes and rarely garbles.
     """
-    declared = candidate_encodings(body, content_type)
-    for name in declared:
+    for name in candidate_encodings(body, content_type):
         if _decodes(body, name):
             return _strip_bom(body.decode(name)), name
-    if not declared and _decodes(body, "utf-8"):
+    if _decodes(body, "utf-8"):
         return _strip_bom(body.decode("utf-8")), "utf-8"
-    if declared:
-        name = declared[0]
-    else:
-        name = "utf-8" if _mostly_utf8(body) else "cp1252"
+    name = "utf-8" if _mostly_utf8(body) else "cp1252"
     return _strip_bom(body.decode(name, errors="replace")), name
 
 

@@ -299,7 +299,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         # Comments and PIs were removed by the parser, so every child's tail belongs to el.
         for entry in reversed(entries):
             child = entry[0]
-            stack.append(_Tail(child.tail, idx, _norm_tag(child.tag) in BLOCK_TAGS or block))
+            stack.append(_Tail(child.tail, idx, _norm_tag(child.tag) in BLOCK_TAGS))
             stack.append(entry)
     if not tags:
         raise EmptyPageError("no element in the document")

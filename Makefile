@@ -1,0 +1,31 @@
+# Two entry points for users: `make demo` (the main job) and `make test` (the test suite).
+# Both create or update the venv first; re-running them is cheap and idempotent.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.grownup-installed
+
+.PHONY: venv demo test bench clean
+
+venv: $(STAMP)
+
+# torch==2.13.0 is installed before anything that depends on torch, and constraints.txt pins it
+# afterwards, so sentence-transformers / torch-geometric never pull a multi-GB CUDA build.
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,eval]"
+	touch $(STAMP)
+
+demo: venv
+	$(PY) -m example_project.demo
+
+test: venv
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider
+
+bench: venv
+	$(PY) benchmarks/featurize.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
