@@ -80,24 +80,14 @@ class PageStructure:
             parts[owner].append(text)
         return [" ".join(p) for p in parts]
 
+    def text_lengths(self) -> np.ndarray:
+        return np.fromiter((len(t) for t in self.node_text), dtype=np.int32,
+                           count=self.num_nodes)
+
     def struct_features(self) -> np.ndarray:
         """Encoder-independent features, float32 [n, STRUCT_DIM], blocks as in STRUCT_BLOCKS."""
-        n = self.num_nodes
-        out = np.zeros((n, STRUCT_DIM), dtype=np.float32)
-        rows = np.arange(n)
-        offset = 0
-        out[rows, offset + self.tag_ids] = 1.0
-        offset += NUM_TAG_CLASSES
-        for column, size in ((0, len(FONT_WEIGHTS)), (1, len(FONT_STYLES)), (2, len(FONT_SIZES))):
-            out[rows, offset + self.font[:, column]] = 1.0
-            offset += size
-        lengths = np.fromiter((len(t) for t in self.node_text), dtype=np.float32, count=n)
-        out[:, offset] = np.log1p(lengths) / 8.0
-        offset += 1
-        out[:, offset] = np.log1p(self.num_children.astype(np.float32)) / 4.0
-        offset += 1
-        out[rows, offset + np.minimum(self.child_index, NUM_CHILD_POSITIONS - 1)] = 1.0
-        return out
+        return struct_features(self.tag_ids, self.font, self.text_lengths(), self.num_children,
+                               self.child_index)
 
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(edge_index [2, e], edge_type [e])`` with PyG's source->target convention.
@@ -106,6 +96,26 @@ class PageStructure:
         parent. Type 2 (SELF): self-loops. Each type has its own weights in the model.
         """
         return tree_edges(self.parent)
+
+
+def struct_features(tag_ids: np.ndarray, font: np.ndarray, text_lengths: np.ndarray,
+                    num_children: np.ndarray, child_index: np.ndarray) -> np.ndarray:
+    """One-hot and scaled structural features from the compact per-node arrays."""
+    n = len(tag_ids)
+    out = np.zeros((n, STRUCT_DIM), dtype=np.float32)
+    rows = np.arange(n)
+    offset = 0
+    out[rows, offset + tag_ids.astype(np.int64)] = 1.0
+    offset += NUM_TAG_CLASSES
+    for column, size in ((0, len(FONT_WEIGHTS)), (1, len(FONT_STYLES)), (2, len(FONT_SIZES))):
+        out[rows, offset + font[:, column].astype(np.int64)] = 1.0
+        offset += size
+    out[:, offset] = np.log1p(text_lengths.astype(np.float32)) / 8.0
+    offset += 1
+    out[:, offset] = np.log1p(num_children.astype(np.float32)) / 4.0
+    offset += 1
+    out[rows, offset + np.minimum(child_index, NUM_CHILD_POSITIONS - 1)] = 1.0
+    return out
 
 
 EDGE_PARENT, EDGE_CHILD, EDGE_SELF = 0, 1, 2

@@ -1,0 +1,166 @@
+"""A static (bag of word pieces) encoder distilled from all-MiniLM-L6-v2, numpy-only at run time.
+
+The vectors were made with model2vec's recipe (see :mod:`scrapy_grownup.encoders.distill`): every
+word piece of MiniLM's vocabulary went through the transformer on its own, the outputs were
+reduced by PCA and scaled by a Zipf/SIF weight. Encoding a string is then: word-piece tokenize it
+(no special tokens), average the vectors of its tokens, L2-normalise. Only ``tokenizers``,
+``safetensors`` and numpy are needed, no torch.
+
+Asset directory layout (``scrapy_grownup/assets/static-minilm/`` by default):
+
+``tokenizer.json``
+    a ``tokenizers`` fast tokenizer, post-processor, padding and truncation removed;
+``embeddings.safetensors``
+    one float16 tensor ``embeddings`` of shape ``[vocab_size, dim]``, row ``i`` for token id ``i``
+    (all-zero rows are tokens dropped at distillation time and are skipped like ``[UNK]``);
+``config.json``
+    ``dim``, ``vocab_size``, ``unk_token_id``, the source model and distillation parameters, and
+    the sha256 of the two other files (checked on load).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelLoadError
+from .base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, TextEncoder
+
+ASSET_FORMAT = "scrapy-grownup-static"
+ASSET_FORMAT_VERSION = 1
+TOKENIZER_FILE = "tokenizer.json"
+EMBEDDINGS_FILE = "embeddings.safetensors"
+CONFIG_FILE = "config.json"
+EMBEDDINGS_KEY = "embeddings"
+
+
+def default_asset_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets" / "static-minilm"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class StaticEncoder(TextEncoder):
+    """Mean of distilled word-piece vectors, L2-normalised (256-d for the shipped assets).
+
+    :param path: asset directory; the one shipped in the package by default.
+    :param verify: check the sha256 of the files against ``config.json`` (about 20 ms).
+    """
+
+    name = "static"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        verify: bool = True,
+        device: str | None = None,  # accepted for a uniform signature; always numpy on the CPU
+    ):
+        super().__init__(cache_size=cache_size, max_chars=max_chars)
+        self.path = Path(path) if path is not None else default_asset_dir()
+        self.config, self.tokenizer, vectors = _load_assets(self.path, verify=verify)
+        self.dim = int(vectors.shape[1])
+        self.version = self.config["embeddings_sha256"][:12]
+        self._vectors = vectors
+        # Tokens that contribute nothing: [UNK] (as in model2vec) and rows left empty by the
+        # distillation (tokens removed from the vocabulary, e.g. [unused17]).
+        keep = np.any(vectors != 0, axis=1)
+        unk = self.config.get("unk_token_id")
+        if unk is not None and 0 <= int(unk) < len(keep):
+            keep[int(unk)] = False
+        self._keep = keep
+
+    def _encode_uncached(self, texts: list[str]) -> np.ndarray:
+        from scipy.sparse import csr_matrix
+
+        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        token_ids = [e.ids for e in encodings]
+        lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(texts))
+        ids = np.fromiter(
+            (i for row in token_ids for i in row), dtype=np.int64, count=int(lengths.sum())
+        )
+        segment = np.repeat(np.arange(len(texts)), lengths)
+        mask = self._keep[ids]
+        ids, segment = ids[mask], segment[mask]
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(segment, minlength=len(texts)), out=indptr[1:])
+        # Sum of each text's token vectors as a sparse [texts x vocab] count matrix times the
+        # vectors (an order of magnitude faster than np.add.reduceat). The mean differs from
+        # the sum by a positive scale only, which the normalisation removes.
+        counts = csr_matrix(
+            (np.ones(len(ids), dtype=np.float32), ids, indptr),
+            shape=(len(texts), self._vectors.shape[0]),
+        )
+        out = np.asarray(counts @ self._vectors, dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+def _load_assets(path: Path, verify: bool = True) -> tuple[dict[str, Any], Any, np.ndarray]:
+    files = {name: path / name for name in (CONFIG_FILE, TOKENIZER_FILE, EMBEDDINGS_FILE)}
+    missing = [name for name, p in files.items() if not p.is_file()]
+    if missing:
+        raise ModelLoadError(
+            f"static encoder assets missing in {path}: {', '.join(missing)} "
+            "(run `grownup distill-static` to create them)"
+        )
+    try:
+        config = json.loads(files[CONFIG_FILE].read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read {files[CONFIG_FILE]}: {exc}") from exc
+    if config.get("format") != ASSET_FORMAT or config.get("format_version") != ASSET_FORMAT_VERSION:
+        raise ModelLoadError(
+            f"{files[CONFIG_FILE]} is not a {ASSET_FORMAT} v{ASSET_FORMAT_VERSION} config"
+        )
+
+    tokenizer_bytes = files[TOKENIZER_FILE].read_bytes()
+    embeddings_bytes = files[EMBEDDINGS_FILE].read_bytes()
+    if verify:
+        for label, data, key in (
+            (TOKENIZER_FILE, tokenizer_bytes, "tokenizer_sha256"),
+            (EMBEDDINGS_FILE, embeddings_bytes, "embeddings_sha256"),
+        ):
+            if config.get(key) and _sha256(data) != config[key]:
+                raise ModelLoadError(
+                    f"{path / label} is corrupt: sha256 does not match {CONFIG_FILE}"
+                )
+    if not config.get("embeddings_sha256"):
+        config["embeddings_sha256"] = _sha256(embeddings_bytes)
+
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load {files[TOKENIZER_FILE]}: {exc}") from exc
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+
+    try:
+        from safetensors.numpy import load as load_safetensors
+
+        tensors = load_safetensors(embeddings_bytes)
+        vectors = np.asarray(tensors[EMBEDDINGS_KEY], dtype=np.float32)
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load {files[EMBEDDINGS_FILE]}: {exc}") from exc
+    if vectors.ndim != 2 or not np.isfinite(vectors).all():
+        raise ModelLoadError(f"{files[EMBEDDINGS_FILE]} does not hold a finite 2-d matrix")
+    if int(config.get("dim", vectors.shape[1])) != vectors.shape[1]:
+        raise ModelLoadError(
+            f"{files[EMBEDDINGS_FILE]} has {vectors.shape[1]} columns, config says {config['dim']}"
+        )
+    vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if vocab_size > vectors.shape[0]:
+        raise ModelLoadError(
+            f"tokenizer has {vocab_size} tokens but {files[EMBEDDINGS_FILE]} only "
+            f"{vectors.shape[0]} rows"
+        )
+    return config, tokenizer, vectors

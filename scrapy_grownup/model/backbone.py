@@ -1,0 +1,228 @@
+"""``GrownUpBackbone``: input blocks -> node features ``[N, K]`` and page features ``[B, K]``.
+
+Layout (paper 2.3, reference section 3)::
+
+    concat(input blocks) -> prelim LinearOnly blocks (in -> prelim_sizes... )
+    S x [GraphConvGated block (K), LinearOnly block (K)] -> shared LSTMCell(K, K)
+    (T > 0) per-node Linear(K, K) -> T pre-LN Transformer blocks over each page + a CLS token
+
+The LSTM runs over depth: one ``LSTMCell`` is shared by the S layers, its state ``(h, c)`` starts
+at zero for every node and ``h`` replaces the node features after each layer.
+
+Attention is dense per page: ``to_dense_batch`` pads the pages of a batch to a common length
+and a key mask hides the padding (the CLS token is always attendable, so no row is fully
+masked). Memory is O(pages * L^2) for the longest page L: a batch mixing one huge page with
+many small ones is split into groups of similar size when the padded size would exceed
+``max_attention_cells``, and a single huge page chunks its queries (see ``SelfAttention``),
+so memory stays bounded while compute stays O(L^2) per page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn import global_max_pool, global_mean_pool
+from torch_geometric.utils import to_dense_batch
+
+from .config import ModelConfig
+from .layers import (NUM_EDGE_TYPES, GraphBlock, TransformerBlock, cls_init_, edge_gather_index,
+                     make_linear)
+
+
+def graph_inputs(batch: Any) -> tuple[Tensor, int, int]:
+    """``(batch vector [N], node count, page count)`` of a ``Data`` (one page) or ``Batch``.
+
+    The batch vector must be sorted (as ``Batch.from_data_list`` makes it).
+    """
+    vec = getattr(batch, "batch", None)
+    num_nodes = batch.num_nodes
+    if vec is None:
+        device = batch.edge_index.device
+        return torch.zeros(num_nodes, dtype=torch.long, device=device), num_nodes, 1
+    num_graphs = getattr(batch, "num_graphs", None)
+    if num_graphs is None:
+        num_graphs = int(vec.max()) + 1 if vec.numel() else 0
+    return vec, num_nodes, int(num_graphs)
+
+
+def plan_attention_groups(counts: list[int], max_cells: int) -> list[list[int]]:
+    """Split pages into groups whose padded attention size ``len * (L+1)^2`` fits ``max_cells``.
+
+    One group of all pages when everything fits (the common case). Otherwise pages are taken
+    longest first, so the padding inside a group stays small; a page that alone exceeds the
+    budget gets a group of its own. Page ids inside a group are ascending (``to_dense_batch``
+    needs a sorted batch vector).
+    """
+    if not counts:
+        return []
+    longest = max(counts) + 1
+    if len(counts) * longest * longest <= max_cells:
+        return [list(range(len(counts)))]
+    order = sorted(range(len(counts)), key=lambda i: -counts[i])
+    groups, current, length = [], [], 0
+    for page in order:
+        if current and (len(current) + 1) * length * length > max_cells:
+            groups.append(sorted(current))
+            current = []
+        if not current:
+            length = counts[page] + 1
+        current.append(page)
+    groups.append(sorted(current))
+    return groups
+
+
+class GrownUpBackbone(nn.Module):
+    """The GROWN+UP feature extractor; ``forward(batch) -> (node_features, page_features)``."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        k = config.hidden_size
+        dims = [config.input_dim, *config.prelim_sizes]
+        self.prelim = nn.ModuleList(
+            GraphBlock(a, b, "linear", config.dropout) for a, b in zip(dims[:-1], dims[1:]))
+        width = dims[-1]
+        self.layers = nn.ModuleList()
+        for _ in range(config.num_layers):
+            self.layers.append(nn.ModuleList([
+                GraphBlock(width, k, "conv", config.dropout, config.shared_target_gate),
+                GraphBlock(k, k, "linear", config.dropout),
+            ]))
+            width = k
+        self.lstm = nn.LSTMCell(k, k) if config.use_lstm and config.num_layers else None
+        if self.lstm is not None:
+            _init_lstm_(self.lstm)
+        self.transformer_in: nn.Module | None = None
+        self.cls_token: nn.Parameter | None = None
+        self.transformer = nn.ModuleList(
+            TransformerBlock(k, config.num_heads, config.mlp_ratio, config.transformer_activation,
+                             config.attention_dropout)
+            for _ in range(config.num_transformer_layers))
+        if config.num_transformer_layers:
+            self.transformer_in = make_linear(k, k)
+            self.cls_token = nn.Parameter(cls_init_(torch.empty(k)))
+        self.max_attention_cells = 1 << 24
+
+    @property
+    def max_attention_cells(self) -> int:
+        return self._max_attention_cells
+
+    @max_attention_cells.setter
+    def max_attention_cells(self, value: int) -> None:
+        """Padded attention cells (pages * L * L) per group and per query chunk."""
+        self._max_attention_cells = int(value)
+        for block in self.transformer:
+            block.attn.max_cells = int(value)
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def assemble_inputs(self, batch: Any) -> Tensor:
+        """Concatenate the input blocks in config order, checking each block's presence/width."""
+        parts, n = [], batch.num_nodes
+        dtype = next(self.parameters()).dtype
+        for name, size in self.config.input_blocks:
+            block = getattr(batch, name, None)
+            if block is None:
+                raise ValueError(f"input block {name!r} is missing from the graph; the model "
+                                 f"expects blocks {self.config.input_blocks}")
+            if block.dim() != 2 or block.shape[0] != n or block.shape[1] != size:
+                raise ValueError(
+                    f"input block {name!r} has shape {tuple(block.shape)}, the model expects "
+                    f"[{n}, {size}] (model encoder {self.config.encoder!r}, feature version "
+                    f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
+            parts.append(block.to(dtype))
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def check_edges(edge_index: Tensor, edge_type: Tensor, num_nodes: int) -> None:
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must be [2, E], got {tuple(edge_index.shape)}")
+        if edge_type.shape != (edge_index.shape[1],):
+            raise ValueError(f"edge_type must be [E={edge_index.shape[1]}], "
+                             f"got {tuple(edge_type.shape)}")
+        if edge_type.numel():
+            lo, hi = torch.aminmax(edge_type)
+            if int(lo) < 0 or int(hi) >= NUM_EDGE_TYPES:
+                raise ValueError(f"edge_type values must be in [0, {NUM_EDGE_TYPES})")
+            lo, hi = torch.aminmax(edge_index)
+            if int(lo) < 0 or int(hi) >= num_nodes:
+                raise ValueError(f"edge_index refers to nodes outside [0, {num_nodes})")
+
+    # -- forward --------------------------------------------------------------------------------
+    def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
+        vec, n, num_graphs = graph_inputs(batch)
+        x = self.assemble_inputs(batch)
+        edge_index, edge_type = batch.edge_index, batch.edge_type
+        self.check_edges(edge_index, edge_type, n)
+        gather = edge_gather_index(edge_index, edge_type)
+
+        for block in self.prelim:
+            x = block(x)
+        state = None
+        for conv_block, linear_block in self.layers:
+            x = conv_block(x, edge_index, edge_type, gather)
+            x = linear_block(x)
+            if self.lstm is not None:
+                if state is None:
+                    zeros = x.new_zeros(n, self.config.hidden_size)
+                    state = (zeros, zeros)
+                state = self.lstm(x, state)
+                x = state[0]
+
+        if self.transformer_in is None:
+            return x, self._pool(x, vec, num_graphs)
+        x, cls = self._attend(self.transformer_in(x), vec, num_graphs)
+        page = cls if self.config.readout == "cls" else self._pool(x, vec, num_graphs)
+        return x, page
+
+    def _pool(self, x: Tensor, vec: Tensor, num_graphs: int) -> Tensor:
+        if self.config.readout == "max":
+            return global_max_pool(x, vec, size=num_graphs)
+        return global_mean_pool(x, vec, size=num_graphs)
+
+    def _attend(self, x: Tensor, vec: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
+        if num_graphs == 0:
+            return x, x.new_zeros(0, x.shape[1])
+        counts = torch.bincount(vec, minlength=num_graphs).tolist()
+        groups = plan_attention_groups(counts, self.max_attention_cells)
+        if len(groups) == 1:
+            return self._attend_dense(x, vec, num_graphs, max(counts))
+        nodes_out = torch.empty_like(x)
+        cls_out = x.new_empty(num_graphs, x.shape[1])
+        slot = torch.full((num_graphs,), -1, dtype=torch.long, device=x.device)
+        for group in groups:
+            ids = torch.tensor(group, dtype=torch.long, device=x.device)
+            slot[ids] = torch.arange(len(group), device=x.device)
+            select = slot[vec] >= 0
+            out, cls = self._attend_dense(x[select], slot[vec[select]], len(group),
+                                          max(counts[i] for i in group))
+            nodes_out[select] = out
+            cls_out[ids] = cls
+            slot[ids] = -1
+        return nodes_out, cls_out
+
+    def _attend_dense(self, x: Tensor, vec: Tensor, num_graphs: int,
+                      longest: int) -> tuple[Tensor, Tensor]:
+        dense, mask = to_dense_batch(x, vec, batch_size=num_graphs, max_num_nodes=longest)
+        cls = self.cls_token.to(x.dtype).expand(num_graphs, 1, -1)
+        seq = torch.cat([cls, dense], dim=1)
+        key_mask = torch.cat([mask.new_ones(num_graphs, 1), mask], dim=1)
+        for block in self.transformer:
+            seq = block(seq, key_mask)
+        return seq[:, 1:][mask], seq[:, 0]
+
+
+def _init_lstm_(cell: nn.LSTMCell) -> None:
+    """Keras defaults: Glorot input kernel, orthogonal recurrent kernel, forget-gate bias 1."""
+    k = cell.hidden_size
+    with torch.no_grad():
+        for g in range(4):
+            nn.init.xavier_uniform_(cell.weight_ih[g * k:(g + 1) * k])
+        nn.init.orthogonal_(cell.weight_hh)
+        cell.bias_ih.zero_()
+        cell.bias_hh.zero_()
+        cell.bias_ih[k:2 * k] = 1.0  # PyTorch gate order: input, forget, cell, output
+
+
+__all__ = ["GrownUpBackbone", "plan_attention_groups"]

@@ -1,0 +1,173 @@
+"""``ModelConfig``: every size that defines a GROWN+UP model, JSON-safe, plus named presets.
+
+Importing this module does not import torch (``count_parameters`` only touches the model it is
+given), so configs can be read and checked anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# Width of a text block per encoder name (the featurizer's encoders).
+ENCODER_DIMS = {"minilm": 384, "static": 256}
+READOUTS = ("cls", "mean", "max")
+ACTIVATIONS = ("quick_gelu", "gelu")
+
+
+@dataclass
+class ModelConfig:
+    """Sizes and options of a GROWN+UP model.
+
+    ``input_blocks`` lists ``(batch attribute, width)`` in concatenation order; the model checks
+    every batch against it, so a graph built with another encoder or feature version fails
+    loudly instead of being silently misread.
+    """
+
+    input_blocks: list[tuple[str, int]] = field(default_factory=list)
+    encoder: str = "static"
+    encoder_version: str | None = None
+    feature_version: str = "1"
+    hidden_size: int = 256          # K
+    num_layers: int = 5             # S: [GraphConvGated block, LinearOnly block] + shared LSTM
+    num_transformer_layers: int = 5  # T
+    num_heads: int = 4
+    mlp_ratio: int = 4
+    transformer_activation: str = "quick_gelu"
+    prelim_sizes: list[int] = field(default_factory=lambda: [768, 256])
+    dropout: float = 0.2
+    attention_dropout: float = 0.0
+    readout: str = "cls"            # page features: "cls" (needs T > 0), "mean" or "max"
+    use_lstm: bool = True
+    shared_target_gate: bool = False  # True: one target-gate matrix for all edge types (ref. code)
+    node_head_hidden: int = 0       # 0: Linear(K, 1); else Linear(K, h) -> ReLU -> Linear(h, 1)
+    num_genres: int = 0             # > 0 adds a Li-ArcFace genre head on the page features
+    arcface_scale: float = 5.0
+    arcface_margin: float = 0.3
+    num_roles: int = 0              # > 0 adds a multi-class per-node role head
+
+    def __post_init__(self) -> None:
+        self.input_blocks = [(str(name), int(size)) for name, size in self.input_blocks]
+        self.prelim_sizes = [int(s) for s in self.prelim_sizes]
+        self.validate()
+
+    # -- checks ---------------------------------------------------------------------------------
+    def validate(self) -> None:
+        problems = []
+        names = [name for name, _ in self.input_blocks]
+        if not self.input_blocks:
+            problems.append("input_blocks is empty")
+        if len(set(names)) != len(names):
+            problems.append(f"duplicate input block names {names}")
+        if any(size <= 0 for _, size in self.input_blocks):
+            problems.append(f"input block widths must be positive: {self.input_blocks}")
+        for name in ("hidden_size", "num_heads", "mlp_ratio"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        for name in ("num_layers", "num_transformer_layers", "node_head_hidden", "num_genres",
+                     "num_roles"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0")
+        if any(s <= 0 for s in self.prelim_sizes):
+            problems.append(f"prelim_sizes must be positive: {self.prelim_sizes}")
+        if self.num_transformer_layers and self.hidden_size % self.num_heads:
+            problems.append(f"hidden_size {self.hidden_size} not divisible by "
+                            f"num_heads {self.num_heads}")
+        if self.readout not in READOUTS:
+            problems.append(f"readout {self.readout!r} not in {READOUTS}")
+        if self.readout == "cls" and self.num_transformer_layers == 0:
+            problems.append("readout 'cls' needs num_transformer_layers > 0")
+        if self.transformer_activation not in ACTIVATIONS:
+            problems.append(f"transformer_activation {self.transformer_activation!r} "
+                            f"not in {ACTIVATIONS}")
+        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attention_dropout < 1.0:
+            problems.append("dropout rates must be in [0, 1)")
+        prelim_out = self.prelim_sizes[-1] if self.prelim_sizes else self.input_dim
+        if self.num_layers == 0 and prelim_out != self.hidden_size:
+            problems.append("with num_layers == 0 the last prelim size must equal hidden_size")
+        if problems:
+            raise ValueError("invalid ModelConfig: " + "; ".join(problems))
+
+    @property
+    def input_dim(self) -> int:
+        return sum(size for _, size in self.input_blocks)
+
+    # -- (de)serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["input_blocks"] = [[name, size] for name, size in self.input_blocks]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        if not isinstance(data, dict):
+            raise ValueError(f"model config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown model config keys {unknown} (written by a newer version?)")
+        data = dict(data)
+        if "input_blocks" in data:
+            try:
+                data["input_blocks"] = [(str(n), int(s)) for n, s in data["input_blocks"]]
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"bad input_blocks {data['input_blocks']!r}") from exc
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+    # -- presets --------------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, encoder: str = "minilm", text_dim: int | None = None,
+               input_blocks: list[tuple[str, int]] | None = None,
+               feature_version: str | None = None, **overrides: Any) -> "ModelConfig":
+        """A named preset (see ``PRESETS``) for the featurizer's blocks with ``encoder``.
+
+        ``text_dim`` defaults to the encoder's known width; ``input_blocks`` overrides the block
+        layout entirely (tests use narrow blocks).
+        """
+        try:
+            values = dict(PRESETS[name])
+        except KeyError:
+            raise ValueError(f"unknown preset {name!r}; known: {sorted(PRESETS)}") from None
+        if input_blocks is None or feature_version is None:
+            from ..featurizer import FEATURE_VERSION, feature_blocks
+
+            if input_blocks is None:
+                if text_dim is None:
+                    if encoder not in ENCODER_DIMS:
+                        raise ValueError(f"unknown encoder {encoder!r}: pass text_dim")
+                    text_dim = ENCODER_DIMS[encoder]
+                input_blocks = feature_blocks(text_dim)
+            if feature_version is None:
+                feature_version = FEATURE_VERSION
+        values.update(encoder=encoder, input_blocks=list(input_blocks),
+                      feature_version=feature_version)
+        values.update(overrides)
+        return cls(**values)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The paper's default (S=5, T=5, K=256) with the reference's prelim blocks and dropout.
+    "paper_s5_t5_k256": dict(hidden_size=256, num_layers=5, num_transformer_layers=5,
+                             num_heads=4, prelim_sizes=[768, 256], dropout=0.2, readout="cls"),
+    # The paper's graph-only variant: S=10, no Transformer, mean readout for page features.
+    "paper_s10_k256": dict(hidden_size=256, num_layers=10, num_transformer_layers=0,
+                           prelim_sizes=[768, 256], dropout=0.2, readout="mean"),
+    # A CPU model for fast inference.
+    "small": dict(hidden_size=64, num_layers=3, num_transformer_layers=1, num_heads=2,
+                  prelim_sizes=[64], dropout=0.1, readout="cls"),
+    # For tests only.
+    "tiny": dict(hidden_size=16, num_layers=2, num_transformer_layers=1, num_heads=4,
+                 prelim_sizes=[32], dropout=0.0, readout="cls"),
+}
+
+
+def count_parameters(model: Any, trainable_only: bool = False) -> int:
+    """Number of scalar parameters of a ``torch.nn.Module``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+__all__ = ["ModelConfig", "PRESETS", "ENCODER_DIMS", "count_parameters"]

@@ -1,0 +1,227 @@
+"""``GrownUpModel``: backbone + content head (+ genre / role heads), saved as safetensors + JSON.
+
+A saved model is a directory with ``model.safetensors`` (tensors only, optionally fp16) and
+``config.json`` (format version, ``ModelConfig``, encoder name/version, feature version, dtype,
+tensor shapes and the SHA-256 of the weights file). Nothing is pickled: loading a model cannot
+run code. Every failure to load raises ``ModelLoadError`` saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ModelLoadError
+from .backbone import GrownUpBackbone
+from .config import ModelConfig
+from .heads import ArcFaceHead, NodeHead
+
+FORMAT_VERSION = 1
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+MODEL_TYPE = "grownup"
+
+
+@dataclass
+class ModelOutput:
+    node_logits: Tensor                  # [N] content logit per node
+    node_features: Tensor                # [N, K]
+    page_features: Tensor                # [B, K]
+    genre_logits: Tensor | None = None   # [B, num_genres] (with margin when labels were given)
+    role_logits: Tensor | None = None    # [N, num_roles]
+
+
+class GrownUpModel(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        k = config.hidden_size
+        self.backbone = GrownUpBackbone(config)
+        self.node_head = NodeHead(k, config.node_head_hidden, 1)
+        self.genre_head = (ArcFaceHead(k, config.num_genres, config.arcface_scale,
+                                       config.arcface_margin) if config.num_genres else None)
+        self.role_head = (NodeHead(k, config.node_head_hidden, config.num_roles)
+                          if config.num_roles else None)
+
+    def forward(self, batch: Any, genre_labels: Tensor | None = None) -> ModelOutput:
+        """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and
+        ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
+        nodes, pages = self.backbone(batch)
+        genre = self.genre_head(pages, genre_labels) if self.genre_head is not None else None
+        roles = self.role_head(nodes) if self.role_head is not None else None
+        return ModelOutput(self.node_head(nodes), nodes, pages, genre, roles)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save_pretrained(self, directory: str | os.PathLike, fp16: bool = False,
+                        encoder: str | None = None, encoder_version: str | None = None,
+                        feature_version: str | None = None,
+                        metadata: dict[str, Any] | None = None) -> Path:
+        """Write ``model.safetensors`` + ``config.json`` into ``directory`` (created if needed).
+
+        ``encoder`` / ``encoder_version`` / ``feature_version`` override (and are recorded in)
+        the config; ``metadata`` is stored as-is under ``"metadata"`` (JSON-safe values only).
+        Files are written to temporary names and renamed, so a crash leaves no half file.
+        """
+        from safetensors.torch import save_file
+
+        from .. import __version__
+
+        changes = {key: value for key, value in (("encoder", encoder),
+                   ("encoder_version", encoder_version), ("feature_version", feature_version))
+                   if value is not None}
+        if changes:
+            self.config = self.config.replace(**changes)
+            self.backbone.config = self.config
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        dtype = torch.float16 if fp16 else torch.float32
+        tensors = {name: (t.detach().to(dtype) if t.is_floating_point() else t.detach())
+                   .cpu().contiguous() for name, t in self.state_dict().items()}
+        weights_tmp = _temp_path(out, WEIGHTS_NAME)
+        config_tmp = _temp_path(out, CONFIG_NAME)
+        try:
+            save_file(tensors, str(weights_tmp),
+                      metadata={"format": "pt", "format_version": str(FORMAT_VERSION)})
+            digest = _sha256(weights_tmp)
+            doc = {
+                "model_type": MODEL_TYPE,
+                "format_version": FORMAT_VERSION,
+                "package_version": __version__,
+                "encoder": self.config.encoder,
+                "encoder_version": self.config.encoder_version,
+                "feature_version": self.config.feature_version,
+                "dtype": "float16" if fp16 else "float32",
+                "weights_sha256": digest,
+                "tensors": {name: list(t.shape) for name, t in tensors.items()},
+                "config": self.config.to_dict(),
+                "metadata": metadata or {},
+            }
+            config_tmp.write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
+            os.replace(weights_tmp, out / WEIGHTS_NAME)
+            os.replace(config_tmp, out / CONFIG_NAME)
+        finally:
+            weights_tmp.unlink(missing_ok=True)
+            config_tmp.unlink(missing_ok=True)
+        return out
+
+    @classmethod
+    def read_config(cls, directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
+        """The ``ModelConfig`` and the whole ``config.json`` document of a saved model."""
+        path = Path(directory) / CONFIG_NAME
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ModelLoadError(
+                f"{path}: missing (not a saved GROWN+UP model directory)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelLoadError(f"{path}: unreadable or not JSON ({exc})") from exc
+        if not isinstance(doc, dict) or doc.get("model_type") != MODEL_TYPE:
+            raise ModelLoadError(f"{path}: not a GROWN+UP model config (model_type "
+                                 f"{doc.get('model_type') if isinstance(doc, dict) else None!r})")
+        version = doc.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ModelLoadError(f"{path}: format_version {version!r} is not supported "
+                                 f"(this package reads {FORMAT_VERSION})")
+        try:
+            config = ModelConfig.from_dict(doc.get("config"))
+        except (TypeError, ValueError) as exc:
+            raise ModelLoadError(f"{path}: invalid model config: {exc}") from exc
+        return config, doc
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike,
+                        map_location: str | torch.device = "cpu",
+                        expected_encoder: str | None = None,
+                        expected_feature_version: str | None = None,
+                        expected_input_blocks: list[tuple[str, int]] | None = None,
+                        verify_checksum: bool = True) -> "GrownUpModel":
+        """Load a directory written by ``save_pretrained`` (weights become float32, eval mode).
+
+        The ``expected_*`` arguments check that the model fits the featurizer that will feed it.
+        """
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        config, doc = cls.read_config(directory)
+        mismatches = []
+        if expected_encoder is not None and config.encoder != expected_encoder:
+            mismatches.append(f"encoder {config.encoder!r} != expected {expected_encoder!r}")
+        if expected_feature_version is not None and \
+                str(config.feature_version) != str(expected_feature_version):
+            mismatches.append(f"feature version {config.feature_version!r} != expected "
+                              f"{expected_feature_version!r}")
+        if expected_input_blocks is not None and \
+                [tuple(b) for b in expected_input_blocks] != list(config.input_blocks):
+            mismatches.append(f"input blocks {config.input_blocks} != expected "
+                              f"{[tuple(b) for b in expected_input_blocks]}")
+        if mismatches:
+            raise ModelLoadError(f"{directory}: model does not match the featurizer: "
+                                 + "; ".join(mismatches))
+
+        weights = directory / WEIGHTS_NAME
+        if not weights.is_file():
+            raise ModelLoadError(f"{weights}: missing")
+        expected_digest = doc.get("weights_sha256")
+        if verify_checksum and expected_digest and _sha256(weights) != expected_digest:
+            raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
+                                 f"not the one config.json was written with)")
+        try:
+            tensors = load_file(str(weights), device=str(torch.device(map_location)))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
+
+        try:
+            model = cls(config)
+        except (TypeError, ValueError) as exc:
+            raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
+        expected = model.state_dict()
+        missing = sorted(set(expected) - set(tensors))
+        unexpected = sorted(set(tensors) - set(expected))
+        wrong = [f"{name} {tuple(tensors[name].shape)} != {tuple(t.shape)}"
+                 for name, t in expected.items()
+                 if name in tensors and tensors[name].shape != t.shape]
+        if missing or unexpected or wrong:
+            parts = []
+            if missing:
+                parts.append(f"missing tensors {_abbrev(missing)}")
+            if unexpected:
+                parts.append(f"unexpected tensors {_abbrev(unexpected)}")
+            if wrong:
+                parts.append(f"wrong shapes {_abbrev(wrong)}")
+            raise ModelLoadError(f"{weights}: does not match config.json: " + "; ".join(parts))
+        state = {name: (t.to(expected[name].dtype) if t.is_floating_point() else t)
+                 for name, t in tensors.items()}
+        model.load_state_dict(state, strict=True)
+        model.to(torch.device(map_location))
+        return model.eval()
+
+
+def _temp_path(directory: Path, name: str) -> Path:
+    fd, path = tempfile.mkstemp(prefix=f".tmp-{name}.", dir=directory)
+    os.close(fd)
+    return Path(path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _abbrev(items: list[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+__all__ = ["GrownUpModel", "ModelOutput", "FORMAT_VERSION"]

@@ -1,0 +1,183 @@
+"""Featurized pages in compact form, saved as safetensors: training caches and corpus shards.
+
+A node is ~100 bytes here instead of ~2.6 KB as float vectors: text, class and id are indices
+into one table of unique string embeddings (most nodes own no text, class and id strings repeat
+across a site), structural features are the small integer arrays they are one-hot expanded
+from. ``collate`` rebuilds model-ready batches with numpy gathers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from .dom import PageStructure, struct_features, tree_edges
+from .errors import GrownupError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch_geometric.data import Batch
+
+    from .encoders.base import TextEncoder
+
+STORE_FORMAT = "grownup-graphs/1"
+_NODE_FIELDS = ("parent", "tag_ids", "font", "text_len", "num_children", "child_index",
+                "positions", "text_idx", "class_idx", "id_idx", "labels")
+
+
+@dataclass
+class GraphStore:
+    """Pages ``0..P-1``; node arrays are concatenated and sliced by ``page_ptr``."""
+
+    arrays: dict[str, np.ndarray]
+    strings: np.ndarray  # float16 [U, D]; row 0 is the all-zero vector of the empty string
+    ids: list[str]
+    meta: dict[str, str]
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.ids)
+
+    @property
+    def page_ptr(self) -> np.ndarray:
+        return self.arrays["page_ptr"]
+
+    def num_nodes(self, i: int) -> int:
+        return int(self.page_ptr[i + 1] - self.page_ptr[i])
+
+    @classmethod
+    def build(cls, pages: Sequence[PageStructure], encoder: "TextEncoder",
+              ids: Sequence[str], labels: Sequence[np.ndarray] | None = None,
+              meta: dict[str, str] | None = None) -> "GraphStore":
+        """Embed every distinct string of ``pages`` once and pack the pages."""
+        from .laplacian import laplacian_positions
+
+        table: dict[str, int] = {"": 0}
+
+        def index(strings: list[str]) -> np.ndarray:
+            return np.fromiter((table.setdefault(s, len(table)) for s in strings),
+                               dtype=np.int32, count=len(strings))
+
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in _NODE_FIELDS}
+        for k, page in enumerate(pages):
+            if page.positions is None:
+                page.positions = laplacian_positions(page.parent)
+            parts["parent"].append(page.parent)
+            parts["tag_ids"].append(page.tag_ids)
+            parts["font"].append(page.font)
+            parts["text_len"].append(page.text_lengths())
+            parts["num_children"].append(page.num_children)
+            parts["child_index"].append(page.child_index)
+            parts["positions"].append(page.positions.astype(np.float16))
+            parts["text_idx"].append(index(page.node_text))
+            parts["class_idx"].append(index(page.class_words))
+            parts["id_idx"].append(index(page.id_words))
+            parts["labels"].append(np.asarray(labels[k], dtype=np.int8) if labels is not None
+                                   else np.full(page.num_nodes, -1, dtype=np.int8))
+        arrays = {name: np.concatenate(chunks) if chunks else np.zeros(0)
+                  for name, chunks in parts.items()}
+        sizes = [p.num_nodes for p in pages]
+        arrays["page_ptr"] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        unique = list(table)
+        strings = np.zeros((len(unique), encoder.dim), dtype=np.float16)
+        if len(unique) > 1:
+            strings[1:] = encoder.encode(unique[1:]).astype(np.float16)
+        info = {"format": STORE_FORMAT, "encoder": encoder.name,
+                "encoder_version": encoder.version}
+        from .featurizer import FEATURE_VERSION
+
+        info["feature_version"] = FEATURE_VERSION
+        info.update(meta or {})
+        return cls(arrays, strings, list(ids), info)
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temporary name, then rename)."""
+        from safetensors.numpy import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {name: np.ascontiguousarray(a) for name, a in self.arrays.items()}
+        tensors["strings"] = np.ascontiguousarray(self.strings)
+        meta = dict(self.meta, ids=json.dumps(self.ids))
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        save_file(tensors, str(tmp), metadata=meta)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "GraphStore":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="numpy") as handle:
+                meta = dict(handle.metadata() or {})
+                arrays = {name: handle.get_tensor(name) for name in handle.keys()}
+        except Exception as exc:  # safetensors raises several types for corrupt files
+            raise GrownupError(f"cannot read graph store {path}: {exc}") from exc
+        if meta.get("format") != STORE_FORMAT:
+            raise GrownupError(f"{path}: not a {STORE_FORMAT} file (format={meta.get('format')})")
+        ids = json.loads(meta.pop("ids", "[]"))
+        strings = arrays.pop("strings")
+        return cls(arrays, strings, ids, meta)
+
+    # -- batches ------------------------------------------------------------------------------
+    def page_arrays(self, i: int) -> dict[str, np.ndarray]:
+        lo, hi = self.page_ptr[i], self.page_ptr[i + 1]
+        return {name: self.arrays[name][lo:hi] for name in _NODE_FIELDS}
+
+    def collate(self, indices: Sequence[int]) -> "Batch":
+        """Model-ready ``Batch`` of the given pages, with ``y`` (-1 = unlabelled)."""
+        import torch
+        from torch_geometric.data import Batch
+
+        pieces = [self.page_arrays(int(i)) for i in indices]
+        cat = {name: np.concatenate([p[name] for p in pieces]) for name in _NODE_FIELDS}
+        sizes = np.array([len(p["parent"]) for p in pieces])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        parent = cat["parent"].astype(np.int64)
+        parent = np.where(parent >= 0, parent + np.repeat(offsets, sizes), -1)
+        edge_index, edge_type = tree_edges(parent)
+        strings = self.strings
+        tensor = torch.from_numpy
+        batch = Batch(
+            x_text=tensor(strings[cat["text_idx"]].astype(np.float32)),
+            x_class=tensor(strings[cat["class_idx"]].astype(np.float32)),
+            x_id=tensor(strings[cat["id_idx"]].astype(np.float32)),
+            x_struct=tensor(struct_features(cat["tag_ids"], cat["font"], cat["text_len"],
+                                            cat["num_children"], cat["child_index"])),
+            x_pos=tensor(cat["positions"].astype(np.float32)),
+            edge_index=tensor(edge_index),
+            edge_type=tensor(edge_type),
+            y=tensor(cat["labels"].astype(np.int64)),
+            batch=tensor(np.repeat(np.arange(len(pieces)), sizes)),
+            ptr=tensor(np.concatenate([[0], np.cumsum(sizes)])),
+        )
+        batch.num_nodes = int(sizes.sum())
+        batch._num_graphs = len(pieces)
+        return batch
+
+
+def node_budget_batches(sizes: Sequence[int], max_nodes: int, order: Sequence[int] | None = None,
+                        max_pages: int | None = None) -> list[list[int]]:
+    """Group page indices (in ``order``) into batches of at most ``max_nodes`` nodes.
+
+    A page larger than the budget forms a batch on its own rather than being dropped.
+    """
+    order = list(range(len(sizes))) if order is None else list(order)
+    batches, current, total = [], [], 0
+    for i in order:
+        size = int(sizes[i])
+        full = max_pages is not None and len(current) >= max_pages
+        if current and (total + size > max_nodes or full):
+            batches.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += size
+    if current:
+        batches.append(current)
+    return batches

@@ -1,0 +1,413 @@
+"""The GROWN+UP model: layer maths against hand/naive computations, batching, heads, persistence."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.model import (
+    PRESETS, ArcFaceHead, GraphConvGated, GrownUpBackbone, GrownUpModel, ModelConfig,
+    count_parameters, plan_attention_groups, random_flip_positions, weighted_bce_with_smoothing,
+)
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: intra-op threads only add latency (badly so on a busy machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+BLOCKS = [("x_text", 8), ("x_class", 8), ("x_id", 8), ("x_struct", 135), ("x_pos", 32)]
+
+
+def tiny_config(**overrides):
+    return ModelConfig.preset("tiny", encoder="static", input_blocks=BLOCKS, feature_version="1",
+                              **overrides)
+
+
+def tree_page(n, seed, blocks=BLOCKS):
+    """Random tree with the featurizer's edge layout (parent->child 0, child->parent 1, self 2)."""
+    g = torch.Generator().manual_seed(seed)
+    parent = torch.tensor([-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, n)],
+                          dtype=torch.long)
+    child, nodes = torch.arange(1, n), torch.arange(n)
+    edge_index = torch.stack([torch.cat([parent[1:], child, nodes]),
+                              torch.cat([child, parent[1:], nodes])])
+    edge_type = torch.cat([torch.zeros(n - 1, dtype=torch.long),
+                           torch.ones(n - 1, dtype=torch.long), torch.full((n,), 2)])
+    feats = {name: torch.randn(n, size, generator=g) for name, size in blocks}
+    return Data(edge_index=edge_index, edge_type=edge_type, num_nodes=n, **feats)
+
+
+def tiny_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return GrownUpModel(tiny_config(**overrides))
+
+
+# -- GraphConvGated -----------------------------------------------------------------------------
+
+def naive_conv(conv, x, edge_index, edge_type):
+    """Per-edge loop straight from the paper's equation, reading the per-type weight blocks."""
+    k, t = conv.out_dim, conv.num_types
+    w = conv.lin_msg.weight.view(t, k, -1)
+    b = conv.lin_msg.bias.view(t, k)
+    c = conv.lin_gate_src.weight.view(t, k, -1)
+    bd = conv.lin_gate_dst.weight.view(-1, k, x.shape[1])
+    out = torch.zeros(x.shape[0], k, dtype=torch.float64)
+    for e in range(edge_index.shape[1]):
+        j, i, typ = (int(v) for v in (edge_index[0, e], edge_index[1, e], edge_type[e]))
+        bt = bd[0] if conv.shared_target_gate else bd[typ]
+        gate = torch.sigmoid(bt.double() @ x[i].double() + c[typ].double() @ x[j].double())
+        out[i] += gate * (w[typ].double() @ x[j].double() + b[typ].double())
+    return out
+
+
+def test_graph_conv_gated_hand_computed():
+    conv = GraphConvGated(1, 1)
+    with torch.no_grad():
+        conv.lin_msg.weight.copy_(torch.tensor([[1.0], [2.0], [3.0]]))   # W_parent, W_child, W_self
+        conv.lin_msg.bias.copy_(torch.tensor([0.5, 0.0, -1.0]))
+        conv.lin_gate_dst.weight.copy_(torch.tensor([[1.0], [-1.0], [0.0]]))  # B_k (x_i)
+        conv.lin_gate_src.weight.copy_(torch.tensor([[0.0], [1.0], [2.0]]))   # C_k (x_j)
+    x = torch.tensor([[1.0], [2.0]])  # node 0 is the parent of node 1
+    edge_index = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 1]])
+    edge_type = torch.tensor([0, 1, 2, 2])
+    sig = lambda v: 1.0 / (1.0 + math.exp(-v))  # noqa: E731
+    # node 0 hears its child (type 1: gate s(-1*1 + 1*2), msg 2*2) and itself (s(2*1), 3*1-1)
+    h0 = sig(1.0) * 4.0 + sig(2.0) * 2.0
+    # node 1 hears its parent (type 0: gate s(1*2 + 0*1), msg 1*1+0.5) and itself (s(2*2), 3*2-1)
+    h1 = sig(2.0) * 1.5 + sig(4.0) * 5.0
+    out = conv(x, edge_index, edge_type)
+    assert out.squeeze(1).tolist() == pytest.approx([h0, h1], abs=1e-6)
+    assert h0 == pytest.approx(4.685828, abs=1e-6) and h1 == pytest.approx(6.231265, abs=1e-6)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_graph_conv_gated_matches_naive_loop(shared):
+    torch.manual_seed(0)
+    conv = GraphConvGated(5, 4, shared_target_gate=shared)
+    with torch.no_grad():
+        conv.lin_msg.bias.normal_()
+    page = tree_page(7, seed=1, blocks=[("x", 5)])
+    out = conv(page.x, page.edge_index, page.edge_type)
+    ref = naive_conv(conv, page.x, page.edge_index, page.edge_type)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    # target-gate weights: one block per type (paper) or one shared block (reference code)
+    assert conv.lin_gate_dst.weight.shape == ((4 if shared else 12), 5)
+
+
+def test_edge_types_use_different_weights():
+    torch.manual_seed(0)
+    conv = GraphConvGated(5, 4)
+    page = tree_page(6, seed=2, blocks=[("x", 5)])
+    out = conv(page.x, page.edge_index, page.edge_type)
+    swapped = page.edge_type.clone()
+    swapped[page.edge_type == 0], swapped[page.edge_type == 1] = 1, 0
+    assert not torch.allclose(out, conv(page.x, page.edge_index, swapped), atol=1e-4)
+    # an edge type's weights only affect edges of that type: zeroing the parent weights leaves
+    # the root (which has no parent) unchanged and changes its children
+    with torch.no_grad():
+        conv.lin_msg.weight[:4] = 0
+        conv.lin_msg.bias[:4] = 1.0
+    out2 = conv(page.x, page.edge_index, page.edge_type)
+    torch.testing.assert_close(out2[0], out[0])
+    assert not torch.allclose(out2[1:], out[1:])
+
+
+# -- backbone / model ---------------------------------------------------------------------------
+
+def test_shapes_for_a_batch_of_pages():
+    model = tiny_model(num_genres=3, num_roles=5).eval()
+    sizes = [5, 17, 1]
+    batch = Batch.from_data_list([tree_page(n, seed=i) for i, n in enumerate(sizes)])
+    with torch.no_grad():
+        out = model(batch)
+    n, k = sum(sizes), model.config.hidden_size
+    assert out.node_logits.shape == (n,)
+    assert out.node_features.shape == (n, k)
+    assert out.page_features.shape == (3, k)
+    assert out.genre_logits.shape == (3, 3)
+    assert out.role_logits.shape == (n, 5)
+    assert torch.isfinite(out.node_logits).all() and torch.isfinite(out.page_features).all()
+    # a single Data (no batch vector) works too
+    with torch.no_grad():
+        single = model(tree_page(4, seed=9))
+    assert single.page_features.shape == (1, k) and single.node_logits.shape == (4,)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_transformer_layers": 0, "readout": "mean"},
+                                       {"readout": "max"}])
+def test_padding_invariance(overrides):
+    model = tiny_model(**overrides).eval()
+    pages = [tree_page(n, seed=10 + n) for n in (3, 25, 9)]
+    with torch.no_grad():
+        together = model(Batch.from_data_list(pages))
+        offset = 0
+        for i, page in enumerate(pages):
+            alone = model(Batch.from_data_list([page]))
+            n = page.num_nodes
+            torch.testing.assert_close(together.node_logits[offset:offset + n], alone.node_logits,
+                                       atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(together.page_features[i], alone.page_features[0],
+                                       atol=1e-5, rtol=1e-4)
+            offset += n
+
+
+def test_attention_grouping_and_query_chunks_do_not_change_results():
+    model = tiny_model().eval()
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (40, 3, 12, 7)])
+    with torch.no_grad():
+        ref = model(batch)
+        model.backbone.max_attention_cells = 200  # forces groups and query chunking
+        small = model(batch)
+    torch.testing.assert_close(small.node_logits, ref.node_logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(small.page_features, ref.page_features, atol=1e-5, rtol=1e-4)
+
+
+def test_plan_attention_groups():
+    assert plan_attention_groups([3, 4, 5], 10_000) == [[0, 1, 2]]
+    groups = plan_attention_groups([100, 2, 3, 99, 1], 2 * 101 * 101)
+    assert sorted(p for g in groups for p in g) == [0, 1, 2, 3, 4]
+    assert groups[0] == [0, 3]  # the two long pages together, the short ones apart
+    assert all(g == sorted(g) for g in groups)
+    assert plan_attention_groups([50], 10) == [[0]]  # an oversized page still runs alone
+
+
+def test_gradients_reach_every_parameter():
+    model = tiny_model(num_genres=3, num_roles=4, node_head_hidden=8).train()
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (6, 11)])
+    out = model(batch, genre_labels=torch.tensor([0, 2]))
+    targets = (torch.arange(batch.num_nodes) % 3 - 1).float()  # includes -1 (ignored)
+    loss = (weighted_bce_with_smoothing(out.node_logits, targets, 1.2, 0.8)
+            + torch.nn.functional.cross_entropy(out.genre_logits, torch.tensor([0, 2]))
+            + torch.nn.functional.cross_entropy(out.role_logits, torch.arange(17) % 4))
+    loss.backward()
+    no_grad = [name for name, p in model.named_parameters()
+               if p.grad is None or not torch.isfinite(p.grad).all() or not p.grad.abs().sum() > 0]
+    assert no_grad == []
+
+
+def test_lstm_is_shared_and_replaces_features():
+    model = tiny_model(num_layers=3)
+    lstm_params = [n for n, _ in model.named_parameters() if "lstm" in n]
+    assert sorted(lstm_params) == ["backbone.lstm.bias_hh", "backbone.lstm.bias_ih",
+                                   "backbone.lstm.weight_hh", "backbone.lstm.weight_ih"]
+    calls = []
+    model.backbone.lstm.register_forward_hook(lambda m, inp, out: calls.append((inp, out)))
+    model.eval()(tree_page(5, seed=0))
+    assert len(calls) == 3
+    (x0, (h0, c0)), _ = calls[0]
+    assert not h0.any() and not c0.any()        # zero state per node before layer 1
+    assert calls[1][0][1][0] is calls[0][1][0]  # state carried over layers
+
+
+def test_input_blocks_are_checked():
+    model = tiny_model().eval()
+    page = tree_page(4, seed=0)
+    page.x_text = torch.zeros(4, 384)
+    with pytest.raises(ValueError, match="x_text"):
+        model(page)
+    del page.x_text
+    with pytest.raises(ValueError, match="missing"):
+        model(page)
+    page = tree_page(4, seed=0)
+    page.edge_type[0] = 3
+    with pytest.raises(ValueError, match="edge_type"):
+        model(page)
+
+
+def test_random_flip_positions():
+    pages = [tree_page(n, seed=n) for n in (4, 6, 5)]
+    batch = Batch.from_data_list(pages)
+    before = batch.x_pos.clone()
+    random_flip_positions(batch, torch.Generator().manual_seed(0))
+    ratio = batch.x_pos / before
+    assert set(ratio.round().unique().tolist()) == {-1.0, 1.0}
+    for g in range(3):
+        rows = ratio[batch.batch == g]
+        assert (rows == rows[0]).all()  # one sign per graph and column
+    assert not (ratio[batch.batch == 0][0] == ratio[batch.batch == 1][0]).all() or \
+        not (ratio[batch.batch == 1][0] == ratio[batch.batch == 2][0]).all()
+    # reproducible with the same seed
+    again = Batch.from_data_list(pages)
+    random_flip_positions(again, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(again.x_pos, batch.x_pos)
+
+
+# -- heads and loss -----------------------------------------------------------------------------
+
+def test_li_arcface_logits_by_hand():
+    head = ArcFaceHead(2, 3, scale=5.0, margin=0.3)
+    with torch.no_grad():
+        head.weight.copy_(torch.tensor([[1.0, 1.0], [0.0, 2.0], [-1.0, 1.0]]))
+    feats = torch.tensor([[3.0, 0.0]])  # angles pi/4, pi/2, 3pi/4 to the three class vectors
+    plain = head(feats)
+    torch.testing.assert_close(plain, torch.tensor([[2.5, 0.0, -2.5]]), atol=1e-5, rtol=0)
+    margin = head(feats, torch.tensor([1]))
+    torch.testing.assert_close(margin, torch.tensor([[2.5, -5 * 2 * 0.3 / math.pi, -2.5]]),
+                               atol=1e-5, rtol=0)
+    assert head(feats, torch.tensor([-1])).tolist() == plain.tolist()  # -1: no margin
+    expected = -torch.log_softmax(margin, -1)[0, 1]
+    torch.testing.assert_close(head.loss(feats, torch.tensor([1])), expected)
+
+
+def test_weighted_bce_ignores_unlabelled_nodes():
+    logits = torch.tensor([2.0, -1.0, 0.5, 3.0])
+    targets = torch.tensor([1.0, 0.0, -1.0, 1.0])
+    loss = weighted_bce_with_smoothing(logits, targets, pos_weight=1.2, neg_weight=0.8,
+                                       smoothing=0.01)
+
+    def bce(z, y):
+        p = 1 / (1 + math.exp(-z))
+        return -(y * math.log(p) + (1 - y) * math.log(1 - p))
+
+    hi, lo = 1 - 0.005, 0.005
+    expected = (1.2 * bce(2.0, hi) + 0.8 * bce(-1.0, lo) + 1.2 * bce(3.0, hi)) / 3
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    # the ignored node's logit gets no gradient, whatever its value
+    logits.requires_grad_(True)
+    weighted_bce_with_smoothing(logits, targets).backward()
+    assert logits.grad[2] == 0 and (logits.grad[[0, 1, 3]] != 0).all()
+    # a mask removes nodes too; nothing left -> 0, not NaN
+    masked = weighted_bce_with_smoothing(logits, targets, mask=torch.tensor([0, 0, 1, 0]))
+    assert masked.item() == 0.0
+
+
+# -- config -------------------------------------------------------------------------------------
+
+def test_config_round_trip_and_presets():
+    for name in PRESETS:
+        cfg = ModelConfig.preset(name, encoder="minilm", feature_version="1")
+        assert cfg.input_dim == 3 * 384 + 135 + 32
+        again = ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+        assert again == cfg
+    assert ModelConfig.preset("tiny", encoder="static").input_dim == 3 * 256 + 135 + 32
+    with pytest.raises(ValueError, match="unknown model config keys"):
+        ModelConfig.from_dict({**tiny_config().to_dict(), "bogus": 1})
+    with pytest.raises(ValueError, match="readout 'cls'"):
+        tiny_config(num_transformer_layers=0)
+    with pytest.raises(ValueError, match="unknown preset"):
+        ModelConfig.preset("huge")
+
+
+def test_reference_parameter_count():
+    """The reference backbone for F=1703 has 11,508,480 parameters; PyTorch's LSTMCell has two
+    bias vectors (Keras one), +4K = +1,024."""
+    cfg = ModelConfig.preset("paper_s5_t5_k256", input_blocks=[("x", 1703)], feature_version="1",
+                             shared_target_gate=True)
+    assert count_parameters(GrownUpBackbone(cfg)) == 11_508_480 + 1_024
+
+
+def test_import_package_does_not_import_torch():
+    code = "import sys, scrapy_grownup; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- persistence --------------------------------------------------------------------------------
+
+def test_save_load_round_trip(tmp_path):
+    model = tiny_model(num_genres=2).eval()
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (5, 9)])
+    with torch.no_grad():
+        ref = model(batch)
+    model.save_pretrained(tmp_path / "m", encoder_version="v7", metadata={"data": "cleaneval"})
+    doc = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert doc["format_version"] == 1 and doc["encoder"] == "static"
+    assert doc["encoder_version"] == "v7" and doc["feature_version"] == "1"
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json",
+                                                                  "model.safetensors"]
+    loaded = GrownUpModel.from_pretrained(tmp_path / "m", expected_encoder="static",
+                                          expected_feature_version="1",
+                                          expected_input_blocks=BLOCKS)
+    assert not loaded.training and loaded.config == model.config
+    with torch.no_grad():
+        out = loaded(batch)
+    assert torch.equal(out.node_logits, ref.node_logits)
+    assert torch.equal(out.genre_logits, ref.genre_logits)
+
+    model.save_pretrained(tmp_path / "half", fp16=True)
+    assert (tmp_path / "half" / "model.safetensors").stat().st_size < \
+        0.6 * (tmp_path / "m" / "model.safetensors").stat().st_size
+    half = GrownUpModel.from_pretrained(tmp_path / "half")
+    assert next(half.parameters()).dtype == torch.float32
+    with torch.no_grad():
+        torch.testing.assert_close(half(batch).node_logits, ref.node_logits, atol=2e-2, rtol=2e-2)
+
+
+def test_load_errors(tmp_path):
+    model = tiny_model()
+    good = tmp_path / "good"
+    model.save_pretrained(good)
+
+    def copy(name):
+        target = tmp_path / name
+        target.mkdir()
+        for f in good.iterdir():
+            (target / f.name).write_bytes(f.read_bytes())
+        return target
+
+    with pytest.raises(ModelLoadError, match="missing"):
+        GrownUpModel.from_pretrained(tmp_path / "nowhere")
+
+    d = copy("wrong_shape")  # a config that builds a different model than the weights
+    doc = json.loads((d / "config.json").read_text())
+    doc["config"]["hidden_size"] = 32
+    (d / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelLoadError, match="wrong shapes"):
+        GrownUpModel.from_pretrained(d)
+
+    d = copy("more_layers")
+    doc = json.loads((d / "config.json").read_text())
+    doc["config"]["num_layers"] = 3
+    (d / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelLoadError, match="missing tensors"):
+        GrownUpModel.from_pretrained(d)
+
+    d = copy("version")
+    doc = json.loads((d / "config.json").read_text())
+    doc["format_version"] = 99
+    (d / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelLoadError, match="format_version"):
+        GrownUpModel.from_pretrained(d)
+
+    d = copy("bad_config")
+    doc = json.loads((d / "config.json").read_text())
+    doc["config"]["readout"] = "sideways"
+    (d / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelLoadError, match="readout"):
+        GrownUpModel.from_pretrained(d)
+
+    d = copy("not_json")
+    (d / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="not JSON"):
+        GrownUpModel.from_pretrained(d)
+
+    d = copy("truncated")
+    data = (d / "model.safetensors").read_bytes()
+    (d / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match="checksum"):
+        GrownUpModel.from_pretrained(d)
+    with pytest.raises(ModelLoadError, match="unreadable safetensors"):
+        GrownUpModel.from_pretrained(d, verify_checksum=False)
+    (d / "model.safetensors").write_bytes(data[:5])
+    with pytest.raises(ModelLoadError, match="unreadable safetensors"):
+        GrownUpModel.from_pretrained(d, verify_checksum=False)
+
+    d = copy("no_weights")
+    (d / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="missing"):
+        GrownUpModel.from_pretrained(d)
+
+    with pytest.raises(ModelLoadError, match="encoder 'static' != expected 'minilm'"):
+        GrownUpModel.from_pretrained(good, expected_encoder="minilm")
+    with pytest.raises(ModelLoadError, match="feature version"):
+        GrownUpModel.from_pretrained(good, expected_feature_version="2")
+    with pytest.raises(ModelLoadError, match="input blocks"):
+        GrownUpModel.from_pretrained(good, expected_input_blocks=[("x_text", 384)])
