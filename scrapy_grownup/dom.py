@@ -169,6 +169,24 @@ def parse_page(
     possibly truncated structure whose ``truncated`` list says which cap was hit.
     """
     limits = limits or PageLimits()
+    root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits)
+    page = _walk(root, limits, truncated)
+    page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
+    if positions:
+        from .laplacian import laplacian_positions
+
+        page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+    return page
+
+
+def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
+               limits: PageLimits | None = None):
+    """Decode and parse into the cleaned lxml tree whose elements become the nodes.
+
+    Returns ``(root, encoding, truncated, meta, json_ld)``; ``PageStructure.locator`` paths
+    resolve against this ``root`` (the ``inspect`` report relies on it).
+    """
+    limits = limits or PageLimits()
     truncated: list[str] = []
     if isinstance(body, str):
         text, encoding = body, "unicode"
@@ -195,13 +213,7 @@ def parse_page(
         raise EmptyPageError("no HTML element could be parsed")
     meta, json_ld = _collect_metadata(root)
     etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
-    page = _walk(root, limits, truncated)
-    page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
-    if positions:
-        from .laplacian import laplacian_positions
-
-        page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
-    return page
+    return root, encoding, truncated, meta, json_ld
 
 
 def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:

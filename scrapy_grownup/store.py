@@ -94,6 +94,31 @@ class GraphStore:
         info.update(meta or {})
         return cls(arrays, strings, list(ids), info)
 
+    @classmethod
+    def concat(cls, stores: Sequence["GraphStore"]) -> "GraphStore":
+        """One store holding the pages of ``stores`` in order (string tables merged)."""
+        if len(stores) == 1:
+            return stores[0]
+        encoders = {(s.meta.get("encoder"), s.meta.get("encoder_version")) for s in stores}
+        if len(encoders) > 1:
+            raise GrownupError(f"cannot mix stores of different encoders: {sorted(encoders)}")
+        arrays: dict[str, list[np.ndarray]] = {name: [] for name in _NODE_FIELDS}
+        ptr, tables, offset, nodes = [np.zeros(1, dtype=np.int64)], [stores[0].strings[:1]], 0, 0
+        for store in stores:
+            for name in _NODE_FIELDS:
+                a = store.arrays[name]
+                if name in ("text_idx", "class_idx", "id_idx"):
+                    a = np.where(a > 0, a + offset, 0).astype(np.int32)
+                arrays[name].append(a)
+            ptr.append(store.page_ptr[1:] + nodes)
+            nodes += int(store.page_ptr[-1])
+            tables.append(store.strings[1:])
+            offset += len(store.strings) - 1
+        merged = {name: np.concatenate(chunks) for name, chunks in arrays.items()}
+        merged["page_ptr"] = np.concatenate(ptr)
+        meta = dict(stores[0].meta, dataset="+".join(s.meta.get("dataset", "?") for s in stores))
+        return cls(merged, np.concatenate(tables), [i for s in stores for i in s.ids], meta)
+
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temporary name, then rename)."""

@@ -1,0 +1,173 @@
+"""The ``grownup`` command: extract, train, evaluate, inspect, distill-static."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
+
+
+def _html_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES))
+        else:
+            files.append(path)
+    return files
+
+
+def cmd_extract(args) -> int:
+    from .errors import GrownupError
+    from .extractor import ArticleExtractor
+
+    extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
+                                                 refine=args.refine or None)
+    files = _html_files(args.paths)
+    out = open(args.output, "w", encoding="utf-8") if args.output != "-" else sys.stdout
+    written = failed = 0
+    try:
+        for start in range(0, len(files), args.batch_pages):
+            chunk = files[start:start + args.batch_pages]
+            items = []
+            for path in chunk:
+                try:
+                    items.append((path.read_bytes(), path.as_uri() if path.is_absolute()
+                                  else str(path)))
+                except OSError as exc:
+                    logging.error("%s: %s", path, exc)
+                    items.append((b"", str(path)))
+            for path, article in zip(chunk, extractor.extract_batch(items, errors="skip")):
+                if article is None:
+                    failed += 1
+                    continue
+                record = article.to_dict()
+                record["path"] = str(path)
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
+    except GrownupError as exc:
+        logging.error("%s", exc)
+        return 2
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(json.dumps({"extracted": written, "failed": failed}), file=sys.stderr)
+    return 0 if written else 1
+
+
+def cmd_train(args) -> int:
+    from .training.trainer import TrainConfig, train
+
+    overrides = json.loads(args.model_overrides) if args.model_overrides else {}
+    result = train(TrainConfig(
+        out=args.out, datasets=args.datasets.split(","), encoder=args.encoder,
+        preset=args.preset, epochs=args.epochs, lr=args.lr, batch_nodes=args.batch_nodes,
+        patience=args.patience, seed=args.seed, max_pages=args.max_pages, init=args.init,
+        threads=args.threads, overrides=overrides))
+    print(json.dumps(result))
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .extractor import ArticleExtractor
+    from .training.report import evaluate_dataset, format_table
+
+    extractors = [ArticleExtractor.from_pretrained(m, device=args.device) for m in args.model]
+    rows = []
+    for name in args.datasets.split(","):
+        rows.extend(evaluate_dataset(name, extractors, args.limit,
+                                     trafilatura=not args.no_trafilatura))
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .extractor import ArticleExtractor
+    from .inspect_report import write_report
+
+    extractor = ArticleExtractor.from_pretrained(args.model, device=args.device)
+    write_report(extractor, Path(args.page).read_bytes(), args.output)
+    print(args.output, file=sys.stderr)
+    return 0
+
+
+def cmd_distill(args) -> int:
+    from .encoders.distill import main as distill_main
+
+    return distill_main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grownup", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("extract", help="extract articles from HTML files into JSON lines")
+    p.add_argument("paths", nargs="+", help="HTML files or directories")
+    p.add_argument("-o", "--output", default="-", help="output .jsonl (default: stdout)")
+    p.add_argument("--model", default="default", help="shipped model name or directory")
+    p.add_argument("--device", default=None)
+    p.add_argument("--refine", action="store_true", help="keep the largest content group only")
+    p.add_argument("--batch-pages", type=int, default=64)
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
+    p.add_argument("--out", required=True, help="run directory (resumes if it has a checkpoint)")
+    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
+    p.add_argument("--encoder", default="static", choices=["static", "minilm"])
+    p.add_argument("--preset", default="small")
+    p.add_argument("--model-overrides", default=None, help="JSON of ModelConfig fields")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch-nodes", type=int, default=16_000)
+    p.add_argument("--patience", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-pages", type=int, default=None, help="per dataset (quick runs)")
+    p.add_argument("--init", default=None, help="pre-trained model directory")
+    p.add_argument("--threads", type=int, default=None)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="score models and baselines on test pages")
+    p.add_argument("--model", action="append", default=None,
+                   help="model name or directory (repeatable; default: default)")
+    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
+    p.add_argument("--limit", type=int, default=None, help="pages per dataset")
+    p.add_argument("--no-trafilatura", action="store_true")
+    p.add_argument("--json", default=None, help="also write rows as JSON lines here")
+    p.add_argument("--device", default=None)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("inspect", help="render a page shaded by content score")
+    p.add_argument("page")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--model", default="default")
+    p.add_argument("--device", default=None)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("distill-static", help="distil the static encoder from MiniLM")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_distill)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    if getattr(args, "model", None) is None and args.command == "evaluate":
+        args.model = ["default"]
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

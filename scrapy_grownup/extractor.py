@@ -1,0 +1,170 @@
+"""``ArticleExtractor``: HTML in, ``Article`` out, with a shipped or user-trained model.
+
+Data flows one way: bytes -> ``PageStructure`` -> graph batch -> model -> node scores ->
+article text. Pages are batched by a node budget; CUDA is used when available.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .alignment import assemble_text
+from .article import Article
+from .dom import PageStructure, parse_page
+from .errors import GrownupError, ModelLoadError
+from .limits import PageLimits
+from .refine import largest_content_group
+
+logger = logging.getLogger(__name__)
+MODELS_DIR = Path(__file__).parent / "assets" / "models"
+# The shipped models. ``default`` is the most accurate one available in this release.
+DEFAULT_MODEL = "default"
+
+
+def shipped_models() -> list[str]:
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "config.json").is_file()) \
+        if MODELS_DIR.is_dir() else []
+
+
+def resolve_model_dir(name_or_path: str | Path) -> Path:
+    """A shipped model's directory by name, or a user's checkpoint directory by path."""
+    candidate = MODELS_DIR / str(name_or_path)
+    if isinstance(name_or_path, str) and "/" not in name_or_path and candidate.is_dir():
+        return candidate
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    raise ModelLoadError(f"no model {str(name_or_path)!r}: not a shipped model "
+                         f"({', '.join(shipped_models()) or 'none'}) and not a directory")
+
+
+class ArticleExtractor:
+    """Extracts the main content of web pages with a GROWN+UP node classifier."""
+
+    def __init__(self, model, featurizer, name: str = "", device: str | None = None,
+                 threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000):
+        import torch
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model = model.to(self.device).eval()
+        self.featurizer = featurizer
+        self.name = name
+        self.threshold = threshold
+        self.refine = refine
+        self.batch_nodes = batch_nodes
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
+                        threshold: float | None = None, refine: bool | None = None,
+                        limits: PageLimits | None = None) -> "ArticleExtractor":
+        """Load a shipped model (``"default"``, ``"fast"``) or a directory, offline.
+
+        The model's recorded encoder, encoder weights version and feature version must match
+        what this installation computes; otherwise ``ModelLoadError`` says which differs.
+        """
+        from .encoders import get_encoder
+        from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks
+        from .model import GrownUpModel
+
+        directory = resolve_model_dir(name_or_path)
+        config, doc = GrownUpModel.read_config(directory)
+        encoder = get_encoder(config.encoder, device=device)
+        if config.encoder_version and config.encoder_version != encoder.version:
+            raise ModelLoadError(
+                f"{directory}: trained on encoder {config.encoder!r} version "
+                f"{config.encoder_version}, but the installed one is {encoder.version}")
+        model = GrownUpModel.from_pretrained(
+            directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
+            expected_input_blocks=feature_blocks(encoder.dim))
+        options = (doc.get("metadata") or {}).get("inference", {})
+        return cls(model, Featurizer(encoder, limits=limits), name=str(name_or_path),
+                   device=device,
+                   threshold=options.get("threshold", 0.5) if threshold is None else threshold,
+                   refine=options.get("refine", False) if refine is None else refine)
+
+    # -- extraction -----------------------------------------------------------------------------
+    def extract(self, html: bytes | str, url: str | None = None,
+                content_type: str | None = None) -> Article:
+        """The article of one page; raises ``GrownupError`` for input that is not HTML."""
+        page = parse_page(html, url=url, content_type=content_type, limits=self.featurizer.limits)
+        return self.articles([page])[0]
+
+    def extract_batch(self, items: Iterable[tuple], errors: str = "raise"
+                      ) -> list[Article | None]:
+        """Articles of ``(html, url)`` or ``(html, url, content_type)`` tuples, in order.
+
+        ``errors="raise"`` raises on the first bad page; ``"skip"`` logs it and puts ``None``
+        in its place, so the output stays aligned with the input.
+        """
+        if errors not in ("raise", "skip"):
+            raise ValueError("errors must be 'raise' or 'skip'")
+        pages: list[PageStructure | None] = []
+        for item in items:
+            html, url, content_type = (tuple(item) + (None, None))[:3]
+            try:
+                pages.append(parse_page(html, url=url, content_type=content_type,
+                                        limits=self.featurizer.limits))
+            except GrownupError as exc:
+                if errors == "raise":
+                    raise
+                logger.warning("skipping %s: %s", url or "page", exc)
+                pages.append(None)
+        good = [p for p in pages if p is not None]
+        articles = iter(self.articles(good))
+        return [next(articles) if p is not None else None for p in pages]
+
+    def articles(self, pages: Sequence[PageStructure]) -> list[Article]:
+        """Articles of already parsed pages (the Scrapy pipeline parses in worker processes)."""
+        scores = self.score(pages)
+        return [self.article(page, s) for page, s in zip(pages, scores)]
+
+    def score(self, pages: Sequence[PageStructure]) -> list[np.ndarray]:
+        """Content probability of every node of every page."""
+        import torch
+        from torch_geometric.data import Batch
+
+        from .store import node_budget_batches
+
+        out: list[np.ndarray | None] = [None] * len(pages)
+        sizes = [p.num_nodes for p in pages]
+        with torch.inference_mode():
+            for ids in node_budget_batches(sizes, self.batch_nodes):
+                graphs = self.featurizer.graphs([pages[i] for i in ids])
+                batch = Batch.from_data_list(graphs, exclude_keys=["page"]).to(self.device)
+                probs = torch.sigmoid(self.model(batch).node_logits.float()).cpu().numpy()
+                ptr = batch.ptr.cpu().numpy()
+                for j, i in enumerate(ids):
+                    out[i] = probs[ptr[j]:ptr[j + 1]]
+        return out  # type: ignore[return-value]
+
+    def article(self, page: PageStructure, scores: np.ndarray) -> Article:
+        keep = scores >= self.threshold
+        if self.refine:
+            keep = largest_content_group(page, keep)
+        return Article(
+            url=page.url,
+            title=page_title(page),
+            text=assemble_text(page, keep),
+            language=page.lang or page.meta.get("content-language"),
+            model=self.name,
+            truncated=list(page.truncated),
+            content_nodes=int(keep.sum()),
+            nodes=page.num_nodes,
+        )
+
+
+def page_title(page: PageStructure) -> str:
+    """OpenGraph / Twitter title, else ``<title>``, else the first ``<h1>``."""
+    for key in ("og:title", "twitter:title"):
+        if page.meta.get(key):
+            return " ".join(page.meta[key].split())
+    if page.title:
+        return page.title
+    for i, tag in enumerate(page.tags):
+        if tag == "h1" and page.node_text[i]:
+            return page.node_text[i]
+    return ""

@@ -1,0 +1,63 @@
+"""Scoring pages with a model and measuring extracted text against gold."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..alignment import assemble_text
+from ..dom import PageStructure
+from ..metrics import lcs_f1, shingle_f1
+from ..refine import largest_content_group
+from ..store import GraphStore, node_budget_batches
+
+
+def predict_store(model, store: GraphStore, indices: Sequence[int], batch_nodes: int = 30_000,
+                  device: str = "cpu") -> list[np.ndarray]:
+    """Content probability per node for the given store pages (eval mode, no grad)."""
+    import torch
+
+    sizes = [store.num_nodes(int(i)) for i in indices]
+    out: list[np.ndarray | None] = [None] * len(indices)
+    model.eval()
+    with torch.inference_mode():
+        for batch_ids in node_budget_batches(sizes, batch_nodes):
+            batch = store.collate([indices[k] for k in batch_ids]).to(device)
+            probs = torch.sigmoid(model(batch).node_logits.float()).cpu().numpy()
+            ptr = batch.ptr.cpu().numpy()
+            for j, k in enumerate(batch_ids):
+                out[k] = probs[ptr[j]:ptr[j + 1]]
+    return out  # type: ignore[return-value]
+
+
+def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
+                 refine: bool = False) -> np.ndarray:
+    keep = probs >= threshold
+    return largest_content_group(page, keep) if refine else keep
+
+
+def text_scores(pages: Sequence[PageStructure], golds: Sequence[str],
+                probs: Sequence[np.ndarray], threshold: float = 0.5,
+                refine: bool = False) -> dict:
+    """LCS P/R/F1 (the paper's metric) and word-4-shingle F1 of the extracted texts."""
+    texts = [assemble_text(p, content_mask(p, s, threshold, refine))
+             for p, s in zip(pages, probs)]
+    return scores_for_texts(texts, golds)
+
+
+def scores_for_texts(texts: Sequence[str], golds: Sequence[str]) -> dict:
+    pairs = list(zip(texts, golds))
+    lcs = lcs_f1(pairs)
+    shingle = shingle_f1(pairs)
+    return {"lcs_precision": lcs["precision"], "lcs_recall": lcs["recall"], "lcs_f1": lcs["f1"],
+            "shingle_f1": shingle["f1"], "pages": len(pairs)}
+
+
+def node_f1(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> float:
+    """Micro F1 of the content class over labelled nodes (the reference's checkpoint metric)."""
+    mask = labels >= 0
+    pred, gold = probs[mask] >= threshold, labels[mask] == 1
+    tp = float((pred & gold).sum())
+    denom = float(pred.sum() + gold.sum())
+    return 2 * tp / denom if denom else 1.0

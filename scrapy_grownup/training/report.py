@@ -1,0 +1,88 @@
+"""``grownup evaluate``: ours next to "no filter", "perfect filter" and trafilatura.
+
+Every method is scored on the same test pages in the same run with both metrics: the paper's
+LCS F1 and the article-extraction-benchmark's word-4-shingle F1.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from .. import datasets
+from ..alignment import align_labels, assemble_text, perfect_filter_text
+from ..dom import parse_page
+from ..errors import GrownupError
+from .evaluate import scores_for_texts
+
+logger = logging.getLogger(__name__)
+TEST_SPLITS = {"dragnet": "test", "cleaneval": "test", "cleanportaleval": "all"}
+
+
+def test_records(name: str, limit: int | None = None):
+    """Test pages: the standard test split, or the fixed hold-out of sets without one."""
+    if name in TEST_SPLITS:
+        return datasets.load(name, split=TEST_SPLITS[name], limit=limit)
+    from .trainer import heldout_ids
+
+    ids = heldout_ids(name)
+    return datasets.load(name, ids=ids[:limit] if limit else ids)
+
+
+def evaluate_dataset(name: str, extractors: Sequence, limit: int | None = None,
+                     trafilatura: bool = True) -> list[dict]:
+    """One row per method for dataset ``name``; rows share the same page list."""
+    records = [r for r in test_records(name, limit) if r.gold is not None]
+    pages, golds, skipped = [], [], 0
+    for record in records:
+        try:
+            pages.append(parse_page(record.html, url=record.url))
+            golds.append(record.gold)
+        except GrownupError:
+            skipped += 1  # scored as an empty extraction below, for every method alike
+            pages.append(None)
+            golds.append(record.gold)
+    rows = []
+
+    def row(method: str, texts: list[str]) -> None:
+        rows.append({"dataset": name, "method": method, **scores_for_texts(texts, golds),
+                     "unparsable": skipped})
+
+    row("no filter", [assemble_text(p, np.ones(p.num_nodes, bool)) if p else "" for p in pages])
+    row("perfect filter", [perfect_filter_text(p, align_labels(p, g).labels) if p else ""
+                           for p, g in zip(pages, golds)])
+    for extractor in extractors:
+        good = [p for p in pages if p is not None]
+        scores = iter(extractor.score(good))
+        per_page = [next(scores) if p is not None else None for p in pages]
+        for refine in (False, True):
+            texts = []
+            for page, s in zip(pages, per_page):
+                if page is None:
+                    texts.append("")
+                    continue
+                saved, extractor.refine = extractor.refine, refine
+                texts.append(extractor.article(page, s).text)
+                extractor.refine = saved
+            row(f"grownup:{extractor.name}" + (" +refine" if refine else ""), texts)
+    if trafilatura:
+        try:
+            import trafilatura as traf
+        except ImportError:
+            logger.warning("trafilatura not installed (pip install scrapy-grownup[eval])")
+        else:
+            row("trafilatura", [traf.extract(r.html) or "" for r in records])
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    header = f"{'dataset':<11} {'method':<26} {'pages':>5} {'LCS P':>6} {'LCS R':>6} " \
+             f"{'LCS F1':>6} {'4-sh F1':>7}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(f"{r['dataset']:<11} {r['method']:<26} {r['pages']:>5} "
+                     f"{100 * r['lcs_precision']:6.1f} {100 * r['lcs_recall']:6.1f} "
+                     f"{100 * r['lcs_f1']:6.1f} {100 * r['shingle_f1']:7.1f}")
+    return "\n".join(lines)
