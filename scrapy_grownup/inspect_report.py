@@ -19,7 +19,7 @@ _LEGEND = (
     "<b>scrapy_grownup</b> model {model}: "
     '<span style="background:rgba(0,170,0,.45)">content</span> '
     '<span style="background:rgba(220,0,0,.45)">boilerplate</span> '
-    "&middot; {kept}/{total} text elements kept</div>"
+    "&#183; {kept}/{total} text elements kept</div>"
 )
 
 

@@ -40,11 +40,11 @@ class PreparedPage:
     error: str | None = None
 
 
-def prepare_page(args: tuple[str, bytes, str | None, str | None, PageLimits]) -> PreparedPage:
+def prepare_page(args: tuple) -> PreparedPage:
     """Parse one page and align its gold text (runs in a worker process)."""
-    id_, html, gold, url, limits = args
+    id_, html, gold, url, content_type, limits = args
     try:
-        page = parse_page(html, url=url, limits=limits)
+        page = parse_page(html, url=url, content_type=content_type, limits=limits)
     except GrownupError as exc:
         return PreparedPage(id_, None, None, 0.0, f"{type(exc).__name__}: {exc}")
     if gold is None:
@@ -56,7 +56,8 @@ def prepare_page(args: tuple[str, bytes, str | None, str | None, PageLimits]) ->
 def prepare_pages(records, limits: PageLimits | None = None, workers: int = 2):
     """``PreparedPage`` for each dataset record, in order."""
     limits = limits or PageLimits()
-    jobs = [(r.id, r.html, r.gold, r.url, limits) for r in records]
+    jobs = [(r.id, r.html, r.gold, r.url, r.extra.get("content_type"), limits)
+            for r in records]
     if workers <= 1 or len(jobs) < 8:
         return [prepare_page(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -76,16 +77,23 @@ def labelled_store(dataset: str, split: str, encoder, min_coverage: float = DEFA
     path = cache_root() / f"{key}.safetensors"
     if path.exists() and not refresh:
         return GraphStore.load(path)
-    records = datasets.load(dataset, split=split)
+    store = store_from_records(datasets.load(dataset, split=split), encoder, min_coverage,
+                               limits, workers, meta={"dataset": dataset, "split": split})
+    store.save(path)
+    return store
+
+
+def store_from_records(records, encoder, min_coverage: float = DEFAULT_MIN_COVERAGE,
+                       limits: PageLimits | None = None, workers: int = 2,
+                       meta: dict | None = None) -> GraphStore:
+    """Parse, align and embed ``PageRecord``s; pages that align badly are left out."""
     prepared = prepare_pages(records, limits, workers)
     kept = [p for p in prepared if p.page is not None and p.labels is not None
             and p.coverage >= min_coverage and (p.labels == 1).any()]
     skipped = len(prepared) - len(kept)
-    logger.info("%s/%s: %d pages, %d kept, %d skipped (parse errors or coverage < %.2f)",
-                dataset, split, len(prepared), len(kept), skipped, min_coverage)
-    store = GraphStore.build([p.page for p in kept], encoder, ids=[p.id for p in kept],
-                             labels=[p.labels for p in kept],
-                             meta={"dataset": dataset, "split": split,
-                                   "skipped": str(skipped)})
-    store.save(path)
-    return store
+    meta = dict(meta or {})
+    logger.info("%s: %d pages, %d kept, %d skipped (parse errors or coverage < %.2f)",
+                meta.get("dataset", "records"), len(prepared), len(kept), skipped, min_coverage)
+    return GraphStore.build([p.page for p in kept], encoder, ids=[p.id for p in kept],
+                            labels=[p.labels for p in kept],
+                            meta={**meta, "skipped": str(skipped)})

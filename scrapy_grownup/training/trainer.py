@@ -20,7 +20,7 @@ from .. import datasets
 from ..dom import parse_page
 from ..limits import PageLimits
 from ..store import GraphStore, node_budget_batches
-from .corpus import DEFAULT_MIN_COVERAGE, labelled_store
+from .corpus import DEFAULT_MIN_COVERAGE, labelled_store, store_from_records
 from .evaluate import node_f1, predict_store, text_scores
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,12 @@ def _subset(store: GraphStore, keep: set[str] | None, limit: int | None) -> list
     return idx[:limit] if limit else idx
 
 
-def train(cfg: TrainConfig) -> dict:
+def train(cfg: TrainConfig, records: dict | None = None) -> dict:
+    """Train per ``cfg``; returns the best dev scores and where the model is.
+
+    ``records`` maps a corpus name to its ``PageRecord`` list and replaces the named datasets
+    (tests and users with their own labelled pages use it).
+    """
     import torch
     from tqdm.auto import tqdm
 
@@ -90,35 +95,44 @@ def train(cfg: TrainConfig) -> dict:
     limits = PageLimits()
 
     # -- data: train and dev pages of every dataset, one merged store --------------------------
-    stores, train_idx, dev_idx, dev_refs = [], [], [], []
+    stores, train_idx, dev_idx, dev_corpus, dev_refs = [], [], [], [], []
     offset = 0
-    for name in cfg.datasets:
-        split, keep = train_ids(name)
-        store = labelled_store(name, split, encoder, cfg.min_coverage, limits, cfg.workers)
+    names = list(records) if records else cfg.datasets
+    for name in names:
+        if records:
+            split, keep = "given", None
+            store = store_from_records(records[name], encoder, cfg.min_coverage, limits,
+                                       cfg.workers, meta={"dataset": name})
+        else:
+            split, keep = train_ids(name)
+            store = labelled_store(name, split, encoder, cfg.min_coverage, limits, cfg.workers)
         chosen = _subset(store, keep, cfg.max_pages)
         ids = [store.ids[i] for i in chosen]
         train_part, dev_part = datasets.holdout_split(ids, cfg.dev_fraction, f"dev-{cfg.seed}")
         dev_set = set(dev_part)
         for i in chosen:
-            (dev_idx if store.ids[i] in dev_set else train_idx).append(offset + i)
+            if store.ids[i] in dev_set:
+                dev_idx.append(offset + i)
+                dev_corpus.append(name)
+            else:
+                train_idx.append(offset + i)
         dev_refs.append((name, split, dev_part))
         stores.append(store)
         offset += store.num_pages
     store = GraphStore.concat(stores)
     dev_pages, dev_golds = [], []
+    dev_records = {}
     for name, split, ids in dev_refs:
-        for record in datasets.load(name, split=split, ids=ids):
-            dev_pages.append(parse_page(record.html, url=record.url, limits=limits,
-                                        positions=False))
-            dev_golds.append(record.gold)
-    # dev_idx follows store order; records come back in listing order: align by id.
-    by_id = {}
-    for (name, _, ids) in dev_refs:
-        for page_id in ids:
-            by_id.setdefault(page_id, len(by_id))
-    order = [by_id[store.ids[i]] for i in dev_idx]
-    dev_pages = [dev_pages[k] for k in order]
-    dev_golds = [dev_golds[k] for k in order]
+        wanted = set(ids)
+        found = ([r for r in records[name] if r.id in wanted] if records
+                 else datasets.load(name, split=split, ids=ids))
+        dev_records.update({(name, r.id): r for r in found})
+    for i, name in zip(dev_idx, dev_corpus):  # ids are unique within a corpus only
+        record = dev_records[(name, store.ids[i])]
+        dev_pages.append(parse_page(record.html, url=record.url, limits=limits,
+                                    content_type=record.extra.get("content_type"),
+                                    positions=False))
+        dev_golds.append(record.gold)
     logger.info("training on %d pages, dev %d pages", len(train_idx), len(dev_idx))
 
     # -- model, optimiser, resume --------------------------------------------------------------
@@ -162,7 +176,7 @@ def train(cfg: TrainConfig) -> dict:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         probs = predict_store(model, store, dev_idx, cfg.batch_nodes)
         labels = np.concatenate([store.arrays["labels"][store.page_ptr[i]:store.page_ptr[i + 1]]
                                  for i in dev_idx]) if dev_idx else np.zeros(0)

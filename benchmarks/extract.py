@@ -1,0 +1,59 @@
+"""End-to-end extraction speed on the Dragnet test pages, one core; prints one JSON line.
+
+    python benchmarks/extract.py [--models fast default] [--pages N] [--device cuda]
+
+Every shipped model (bytes -> Article, batched) next to trafilatura on the same pages in the
+same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from _common import dragnet_test_pages, pin_single_core
+
+pin_single_core()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", nargs="*", default=None)
+    parser.add_argument("--pages", type=int, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-pages", type=int, default=32)
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.extractor import shipped_models
+
+    pages = dragnet_test_pages(args.pages)
+    result = {"benchmark": "extract", "pages": len(pages), "device": args.device}
+    for name in args.models or shipped_models():
+        extractor = ArticleExtractor.from_pretrained(name, device=args.device)
+        extractor.extract(pages[0][1])
+        extractor.featurizer.encoder.clear_cache()
+        start = time.perf_counter()
+        for i in range(0, len(pages), args.batch_pages):
+            chunk = pages[i:i + args.batch_pages]
+            extractor.extract_batch([(body, pid) for pid, body in chunk], errors="skip")
+        result[f"{name}_pages_per_s"] = round(len(pages) / (time.perf_counter() - start), 2)
+    try:
+        import trafilatura
+    except ImportError:
+        pass
+    else:
+        trafilatura.extract(pages[0][1])
+        start = time.perf_counter()
+        for _, body in pages:
+            trafilatura.extract(body)
+        result["trafilatura_pages_per_s"] = round(len(pages) / (time.perf_counter() - start), 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
