@@ -19,7 +19,6 @@ paper's Dragnet figures (article only gives a no-filter F1 near 54, not 65).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -83,19 +82,13 @@ def summarise(rows: list[dict], key: str, subset=None) -> dict:
     }
 
 
-def with_comments(record: datasets.PageRecord) -> datasets.PageRecord:
-    """Dragnet page scored against article + comments (the setting of the paper's Table 2)."""
-    gold = "\n".join(part for part in (record.gold, record.extra.get("comments")) if part)
-    return dataclasses.replace(record, gold=gold)
-
-
 def run(spec: str, limit: int | None, workers: int) -> dict:
     name, _, split = spec.partition(":")
     t0 = time.perf_counter()
     comments = name.endswith("+comments")
     records = datasets.iter_records(name.removesuffix("+comments"), split or None, limit=limit)
     if comments:
-        records = map(with_comments, records)
+        records = map(datasets.with_comments, records)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             rows = list(pool.map(score_page, records, chunksize=4))

@@ -9,7 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+from .extractor import DEFAULT_MODEL  # cheap: the extractor imports torch only when used
+
 HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
+
 
 
 def _html_files(paths: list[str]) -> list[Path]:
@@ -113,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("extract", help="extract articles from HTML files into JSON lines")
     p.add_argument("paths", nargs="+", help="HTML files or directories")
     p.add_argument("-o", "--output", default="-", help="output .jsonl (default: stdout)")
-    p.add_argument("--model", default="default", help="shipped model name or directory")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="shipped model name or directory")
     p.add_argument("--device", default=None)
     p.add_argument("--refine", action="store_true", help="keep the largest content group only")
     p.add_argument("--batch-pages", type=int, default=64)
@@ -137,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score models and baselines on test pages")
     p.add_argument("--model", action="append", default=None,
-                   help="model name or directory (repeatable; default: default)")
+                   help=f"model name or directory (repeatable; default: {DEFAULT_MODEL})")
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
     p.add_argument("--limit", type=int, default=None, help="pages per dataset")
     p.add_argument("--no-trafilatura", action="store_true")
@@ -148,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="render a page shaded by content score")
     p.add_argument("page")
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--device", default=None)
     p.set_defaults(func=cmd_inspect)
 
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
     if getattr(args, "model", None) is None and args.command == "evaluate":
-        args.model = ["default"]
+        args.model = [DEFAULT_MODEL]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     return args.func(args)

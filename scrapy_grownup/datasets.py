@@ -13,6 +13,7 @@ Names: ``dragnet`` (train 966 / test 415), ``cleaneval`` (train = dev 58 / test 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
 import html as html_lib
 import json
@@ -353,6 +354,12 @@ def load(
 ) -> list[PageRecord]:
     """All pages of ``name`` (one split, or all splits when ``split`` is None)."""
     return list(iter_records(name, split, ids=ids, limit=limit))
+
+
+def with_comments(record: PageRecord) -> PageRecord:
+    """Dragnet page scored against article + comments (the setting of the paper's Table 2)."""
+    gold = "\n".join(part for part in (record.gold, record.extra.get("comments")) if part)
+    return dataclasses.replace(record, gold=gold)
 
 
 def _load_dragnet(root: Path, id_: str, split: str) -> PageRecord:

@@ -22,7 +22,12 @@ TEST_SPLITS = {"dragnet": "test", "cleaneval": "test", "cleanportaleval": "all"}
 
 
 def test_records(name: str, limit: int | None = None):
-    """Test pages: the standard test split, or the fixed hold-out of sets without one."""
+    """Test pages: the standard test split, or the fixed hold-out of sets without one.
+
+    ``dragnet+comments`` scores Dragnet against article + comments, the paper's setting.
+    """
+    if name == "dragnet+comments":
+        return [datasets.with_comments(r) for r in test_records("dragnet", limit)]
     if name in TEST_SPLITS:
         return datasets.load(name, split=TEST_SPLITS[name], limit=limit)
     from .trainer import heldout_ids
