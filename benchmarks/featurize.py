@@ -50,7 +50,7 @@ def main() -> None:
         featurizer.encoder.clear_cache()
         result[f"{name}_pages"] = len(subset)
         result[f"{name}_pages_per_s"] = round(timed(featurizer.featurize, subset), 2)
-        result[f"{name}_cache_hit_rate"] = round(featurizer.encoder.cache_info()["hit_rate"], 3)
+        result[f"{name}_cache_hit_rate"] = round(featurizer.encoder.cache_info().hit_rate, 3)
 
     try:
         import trafilatura

@@ -1,4 +1,4 @@
-"""The ``grownup`` command: extract, train, evaluate, inspect, distill-static."""
+"""The ``grownup`` command: extract, train, evaluate, inspect, export, distill-static."""
 
 from __future__ import annotations
 
@@ -102,6 +102,19 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """Re-save a trained model (fp16 by default) with the inference options it should use."""
+    from .model import GrownUpModel
+
+    config, doc = GrownUpModel.read_config(args.model)
+    model = GrownUpModel.from_pretrained(args.model)
+    metadata = dict(doc.get("metadata") or {})
+    metadata["inference"] = {"threshold": args.threshold, "refine": args.refine}
+    model.save_pretrained(args.out, fp16=not args.fp32, metadata=metadata)
+    print(json.dumps({"exported": args.out, "fp16": not args.fp32, **metadata["inference"]}))
+    return 0
+
+
 def cmd_distill(args) -> int:
     from .encoders.distill import main as distill_main
 
@@ -154,6 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--device", default=None)
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("export", help="save a trained model for shipping (fp16, options)")
+    p.add_argument("model", help="trained model directory, e.g. runs/x/best")
+    p.add_argument("--out", required=True)
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--refine", action="store_true")
+    p.add_argument("--fp32", action="store_true")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("distill-static", help="distil the static encoder from MiniLM")
     p.add_argument("rest", nargs=argparse.REMAINDER)
