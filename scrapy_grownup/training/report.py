@@ -83,11 +83,11 @@ def evaluate_dataset(name: str, extractors: Sequence, limit: int | None = None,
 
 
 def format_table(rows: list[dict]) -> str:
-    header = f"{'dataset':<11} {'method':<26} {'pages':>5} {'LCS P':>6} {'LCS R':>6} " \
+    header = f"{'dataset':<16} {'method':<30} {'pages':>5} {'LCS P':>6} {'LCS R':>6} " \
              f"{'LCS F1':>6} {'4-sh F1':>7}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r['dataset']:<11} {r['method']:<26} {r['pages']:>5} "
+        lines.append(f"{r['dataset']:<16} {r['method']:<30} {r['pages']:>5} "
                      f"{100 * r['lcs_precision']:6.1f} {100 * r['lcs_recall']:6.1f} "
                      f"{100 * r['lcs_f1']:6.1f} {100 * r['shingle_f1']:7.1f}")
     return "\n".join(lines)
