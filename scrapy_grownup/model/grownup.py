@@ -208,6 +208,7 @@ class GrownUpModel(nn.Module):
 def _temp_path(directory: Path, name: str) -> Path:
     fd, path = tempfile.mkstemp(prefix=f".tmp-{name}.", dir=directory)
     os.close(fd)
+    os.chmod(path, 0o644)  # mkstemp makes 0600; saved models are meant to be shared and shipped
     return Path(path)
 
 

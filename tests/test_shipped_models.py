@@ -1,0 +1,53 @@
+"""The models shipped inside the package load offline and extract real articles."""
+
+import json
+
+import pytest
+
+from example_project.news_site import STORIES, article_page
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.extractor import DEFAULT_MODEL, MODELS_DIR, shipped_models
+
+
+def test_fast_is_shipped_small_and_safetensors_only():
+    assert "fast" in shipped_models() and DEFAULT_MODEL in shipped_models()
+    files = sorted(p.name for p in (MODELS_DIR / "fast").iterdir())
+    assert files == ["config.json", "model.safetensors"]
+    assert all((MODELS_DIR / "fast" / f).stat().st_size < 30_000_000 for f in files)
+    config = json.loads((MODELS_DIR / "fast" / "config.json").read_text())
+    assert config["config"]["encoder"] == "static"
+
+
+def test_default_loads_offline_and_extracts_a_page_it_never_saw():
+    from scrapy_grownup import ArticleExtractor
+
+    extractor = ArticleExtractor.from_pretrained()
+    html, _ = article_page(2, variant=1)
+    article = extractor.extract(html.encode(), url="http://news.test/owls")
+    assert article.title == STORIES[2][0]
+    found = sum(p in article.text for p in STORIES[2][1])
+    assert found >= 3, article.text
+    assert "All rights reserved" not in article.text and "We use cookies" not in article.text
+
+
+def test_unknown_name_is_a_clear_error():
+    from scrapy_grownup import ArticleExtractor
+
+    with pytest.raises(ModelLoadError, match="not a shipped model"):
+        ArticleExtractor.from_pretrained("no-such-model")
+
+
+def test_real_dragnet_page_when_data_is_available():
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup import datasets
+    from scrapy_grownup.metrics import lcs_scores
+
+    try:
+        records = datasets.load("dragnet", split="test", limit=5)
+    except datasets.DatasetNotAvailable:
+        pytest.skip("Dragnet data not available")
+    extractor = ArticleExtractor.from_pretrained("fast")
+    recalls = [lcs_scores(a.text, r.gold)[1]
+               for r, a in zip(records, extractor.extract_batch([(r.html, r.id)
+                                                                  for r in records]))]
+    assert sum(recalls) / len(recalls) > 0.8
