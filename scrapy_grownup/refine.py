@@ -22,6 +22,8 @@ def largest_content_group(page: PageStructure, keep: np.ndarray,
     words = np.fromiter((t.count(" ") + 1 for t in page.seg_text), dtype=np.int64,
                         count=len(page.seg_text))
     content = keep[page.seg_owner]
+    if not content.any():  # the kept nodes own no text: nothing to group
+        return keep.copy()
     group = np.full(len(words), -1)
     current, gap, started = 0, 0, False
     for i in range(len(words)):
@@ -35,6 +37,5 @@ def largest_content_group(page: PageStructure, keep: np.ndarray,
     best = int(np.argmax(sizes))
     owners = np.unique(page.seg_owner[group == best])
     refined = np.zeros_like(keep)
-    refined[owners] = True
-    # Nodes kept by the classifier that own no text (wrappers) are irrelevant to the text.
+    refined[owners] = True  # kept wrappers that own no text do not affect the text
     return refined

@@ -129,3 +129,14 @@ def test_refine_keeps_largest_group():
     refined = largest_content_group(page, keep, max_gap_words=40)
     kept = [page.node_text[i][:4] for i in np.nonzero(refined)[0]]
     assert kept == ["word", "more"]
+
+
+def test_refine_with_textless_content_nodes():
+    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.refine import largest_content_group
+
+    page = parse_page(b"<html><body><div><p>text</p></div></body></html>", positions=False)
+    keep = np.array([t == "div" for t in page.tags])  # kept, but owns no text
+    assert (largest_content_group(page, keep) == keep).all()
+    empty = np.zeros(page.num_nodes, dtype=bool)
+    assert not largest_content_group(page, empty).any()
