@@ -32,7 +32,6 @@ _LAZY = {
     "Featurizer": ("scrapy_grownup.featurizer", "Featurizer"),
     "ArticleExtractor": ("scrapy_grownup.extractor", "ArticleExtractor"),
     "Article": ("scrapy_grownup.article", "Article"),
-    "Addon": ("scrapy_grownup.addon", "Addon"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

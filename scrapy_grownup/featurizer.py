@@ -7,7 +7,7 @@ parsing (worker processes), ``graphs()`` embeds the strings of many pages in one
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -94,17 +94,6 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
         truncated=torch.tensor([bool(page.truncated)]),
         page=page,
     )
-
-
-def iter_structures(bodies: Iterable[bytes], limits: PageLimits | None = None):
-    """Parse many bodies, yielding ``(index, PageStructure | GrownupError)``: never raises."""
-    from .errors import GrownupError
-
-    for i, body in enumerate(bodies):
-        try:
-            yield i, parse_page(body, limits=limits)
-        except GrownupError as exc:
-            yield i, exc
 
 
 __all__ = ["Featurizer", "FEATURE_VERSION", "STRUCT_BLOCKS", "build_graph", "feature_blocks"]
