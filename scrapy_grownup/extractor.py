@@ -17,7 +17,7 @@ from .article import Article
 from .dom import PageStructure, parse_page
 from .errors import GrownupError, ModelLoadError
 from .limits import PageLimits
-from .refine import largest_content_group
+from .refine import content_mask
 
 logger = logging.getLogger(__name__)
 MODELS_DIR = Path(__file__).parent / "assets" / "models"
@@ -125,27 +125,20 @@ class ArticleExtractor:
 
     def score(self, pages: Sequence[PageStructure]) -> list[np.ndarray]:
         """Content probability of every node of every page."""
-        import torch
         from torch_geometric.data import Batch
 
-        from .store import node_budget_batches
+        def make_batch(ids):
+            graphs = self.featurizer.graphs([pages[i] for i in ids])
+            return Batch.from_data_list(graphs, exclude_keys=["page"])
 
-        out: list[np.ndarray | None] = [None] * len(pages)
-        sizes = [p.num_nodes for p in pages]
-        with torch.inference_mode():
-            for ids in node_budget_batches(sizes, self.batch_nodes):
-                graphs = self.featurizer.graphs([pages[i] for i in ids])
-                batch = Batch.from_data_list(graphs, exclude_keys=["page"]).to(self.device)
-                probs = torch.sigmoid(self.model(batch).node_logits.float()).cpu().numpy()
-                ptr = batch.ptr.cpu().numpy()
-                for j, i in enumerate(ids):
-                    out[i] = probs[ptr[j]:ptr[j + 1]]
-        return out  # type: ignore[return-value]
+        return node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
+                                  self.batch_nodes, self.device)
 
-    def article(self, page: PageStructure, scores: np.ndarray) -> Article:
-        keep = scores >= self.threshold
-        if self.refine:
-            keep = largest_content_group(page, keep)
+    def article(self, page: PageStructure, scores: np.ndarray,
+                refine: bool | None = None) -> Article:
+        """The article of ``page`` from its node scores (``refine`` overrides the default)."""
+        keep = content_mask(page, scores, self.threshold,
+                            self.refine if refine is None else refine)
         return Article(
             url=page.url,
             title=page_title(page),
@@ -156,6 +149,29 @@ class ArticleExtractor:
             content_nodes=int(keep.sum()),
             nodes=page.num_nodes,
         )
+
+
+def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int,
+                       device: str) -> list[np.ndarray]:
+    """Content probability per node of each page, batching pages by a node budget.
+
+    ``make_batch(page_indices)`` builds the model input of those pages; outputs come back
+    in page order.
+    """
+    import torch
+
+    from .store import node_budget_batches
+
+    out: list[np.ndarray | None] = [None] * len(sizes)
+    model.eval()
+    with torch.inference_mode():
+        for ids in node_budget_batches(sizes, batch_nodes):
+            batch = make_batch(ids).to(device)
+            probs = torch.sigmoid(model(batch).node_logits.float()).cpu().numpy()
+            ptr = batch.ptr.cpu().numpy()
+            for j, i in enumerate(ids):
+                out[i] = probs[ptr[j]:ptr[j + 1]]
+    return out  # type: ignore[return-value]
 
 
 def page_title(page: PageStructure) -> str:

@@ -13,6 +13,13 @@ import numpy as np
 from .dom import PageStructure
 
 
+def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
+                 refine: bool = False) -> np.ndarray:
+    """Nodes whose content probability reaches ``threshold``, optionally refined."""
+    keep = probs >= threshold
+    return largest_content_group(page, keep) if refine else keep
+
+
 def largest_content_group(page: PageStructure, keep: np.ndarray,
                           max_gap_words: int = 40) -> np.ndarray:
     """Return a copy of the node mask ``keep`` restricted to the largest content group."""

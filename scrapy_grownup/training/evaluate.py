@@ -8,33 +8,18 @@ import numpy as np
 
 from ..alignment import assemble_text
 from ..dom import PageStructure
+from ..extractor import node_probabilities
 from ..metrics import lcs_f1, shingle_f1
-from ..refine import largest_content_group
-from ..store import GraphStore, node_budget_batches
+from ..refine import content_mask
+from ..store import GraphStore
 
 
 def predict_store(model, store: GraphStore, indices: Sequence[int], batch_nodes: int = 30_000,
                   device: str = "cpu") -> list[np.ndarray]:
     """Content probability per node for the given store pages (eval mode, no grad)."""
-    import torch
-
-    sizes = [store.num_nodes(int(i)) for i in indices]
-    out: list[np.ndarray | None] = [None] * len(indices)
-    model.eval()
-    with torch.inference_mode():
-        for batch_ids in node_budget_batches(sizes, batch_nodes):
-            batch = store.collate([indices[k] for k in batch_ids]).to(device)
-            probs = torch.sigmoid(model(batch).node_logits.float()).cpu().numpy()
-            ptr = batch.ptr.cpu().numpy()
-            for j, k in enumerate(batch_ids):
-                out[k] = probs[ptr[j]:ptr[j + 1]]
-    return out  # type: ignore[return-value]
-
-
-def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
-                 refine: bool = False) -> np.ndarray:
-    keep = probs >= threshold
-    return largest_content_group(page, keep) if refine else keep
+    return node_probabilities(model, [store.num_nodes(int(i)) for i in indices],
+                              lambda ids: store.collate([indices[k] for k in ids]),
+                              batch_nodes, device)
 
 
 def text_scores(pages: Sequence[PageStructure], golds: Sequence[str],

@@ -63,14 +63,8 @@ def evaluate_dataset(name: str, extractors: Sequence, limit: int | None = None,
         scores = iter(extractor.score(good))
         per_page = [next(scores) if p is not None else None for p in pages]
         for refine in (False, True):
-            texts = []
-            for page, s in zip(pages, per_page):
-                if page is None:
-                    texts.append("")
-                    continue
-                saved, extractor.refine = extractor.refine, refine
-                texts.append(extractor.article(page, s).text)
-                extractor.refine = saved
+            texts = [extractor.article(page, s, refine=refine).text if page is not None else ""
+                     for page, s in zip(pages, per_page)]
             row(f"grownup:{extractor.name}" + (" +refine" if refine else ""), texts)
     if trafilatura:
         try:

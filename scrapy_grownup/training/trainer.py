@@ -59,14 +59,16 @@ def train_ids(dataset: str) -> tuple[str, set[str] | None]:
     split = TRAIN_SPLITS[dataset]
     if split != "all":
         return split, None
-    ids = [i for i, _ in datasets.list_ids(dataset)]
-    train, _ = datasets.holdout_split(ids, HOLDOUT_FRACTION, HOLDOUT_SEED)
-    return split, set(train)
+    return split, set(_holdout(dataset)[0])
 
 
 def heldout_ids(dataset: str) -> list[str]:
+    return _holdout(dataset)[1]
+
+
+def _holdout(dataset: str) -> tuple[list[str], list[str]]:
     ids = [i for i, _ in datasets.list_ids(dataset)]
-    return datasets.holdout_split(ids, HOLDOUT_FRACTION, HOLDOUT_SEED)[1]
+    return datasets.holdout_split(ids, HOLDOUT_FRACTION, HOLDOUT_SEED)
 
 
 def _subset(store: GraphStore, keep: set[str] | None, limit: int | None) -> list[int]:
