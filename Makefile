@@ -21,14 +21,20 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 demo: venv
 	$(PY) -m example_project.demo
 
-# The inspect report is checked in headless Chromium (Debian package `chromium`). Where it is
-# missing and apt-get can install it (root, e.g. CI), it is installed; elsewhere that one test
-# is skipped with a reason.
+# Two tests need Debian packages: the inspect report is checked in headless Chromium
+# (`chromium`), and the scale-out test runs a real `redis-server`. Where one is missing and
+# apt-get can install it (root, e.g. CI), it is installed; elsewhere its test is skipped with a
+# reason.
+define apt_need
+	@command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& (apt-get install -y -q $(2) >/dev/null 2>&1 || (apt-get update -q >/dev/null \
+		&& apt-get install -y -q $(2) >/dev/null)) ; } \
+		|| echo "$(2) not installed: the tests that need it will be skipped"
+endef
+
 test-deps:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-		&& (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null \
-		&& apt-get install -y -q chromium >/dev/null)) ; } \
-		|| echo "chromium not installed: the browser screenshot test will be skipped"
+	$(call apt_need,chromium,chromium)
+	$(call apt_need,redis-server,redis-server)
 
 test: venv test-deps
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider
