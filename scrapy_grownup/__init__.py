@@ -16,6 +16,9 @@ __version__ = "0.1.0"
 __all__ = [
     "ArticleExtractor",
     "Article",
+    "Addon",
+    "ArticleItem",
+    "with_article",
     "Featurizer",
     "PageLimits",
     "parse_page",
@@ -32,6 +35,9 @@ _LAZY = {
     "Featurizer": ("scrapy_grownup.featurizer", "Featurizer"),
     "ArticleExtractor": ("scrapy_grownup.extractor", "ArticleExtractor"),
     "Article": ("scrapy_grownup.article", "Article"),
+    "Addon": ("scrapy_grownup.addon", "Addon"),
+    "ArticleItem": ("scrapy_grownup.items", "ArticleItem"),
+    "with_article": ("scrapy_grownup.middlewares", "with_article"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

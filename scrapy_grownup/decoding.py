@@ -71,6 +71,25 @@ def looks_like_html(body: bytes) -> bool:
     )
 
 
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+# Content types that say nothing about the body: the bytes are sniffed instead.
+GENERIC_TYPES = ("", "text/plain", "application/octet-stream", "binary/octet-stream")
+
+
+def is_html(content_type: str | bytes | None, body: bytes) -> bool:
+    """Whether a fetched or archived body should be treated as an HTML page.
+
+    An HTML content type is trusted; a missing or generic one falls back to sniffing; any other
+    declared type (images, PDF, JSON, CSS...) is not HTML, so it passes untouched.
+    """
+    if isinstance(content_type, bytes):
+        content_type = content_type.decode("latin-1")
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if mime in HTML_TYPES:
+        return True
+    return mime in GENERIC_TYPES and looks_like_html(body)
+
+
 def _decodes(body: bytes, encoding: str) -> bool:
     try:
         body.decode(encoding)

@@ -1,0 +1,22 @@
+"""Settings of the example news crawl: Scrapy's defaults plus the scrapy_grownup add-on.
+
+The one line that matters is ``ADDONS``; the ``GROWNUP_*`` lines show the most used settings
+at their defaults (the README lists them all).
+"""
+
+BOT_NAME = "news"
+# Works whether the project is run as ``news`` (scrapy.cfg) or ``example_project.news`` (demo).
+SPIDER_MODULES = [__name__.rsplit(".", 1)[0] + ".spiders"]
+NEWSPIDER_MODULE = SPIDER_MODULES[0]
+
+ADDONS = {"scrapy_grownup.Addon": 500}
+
+GROWNUP_MODEL = "default"          # a shipped model name, or a directory of your own
+GROWNUP_WORKERS = 2                # featurization processes
+GROWNUP_MIN_TEXT_LENGTH = 1        # drop pages whose article is empty
+GROWNUP_OUTPUT_FORMAT = "text"     # or "markdown"
+
+ROBOTSTXT_OBEY = False             # the demo site is local; obey robots.txt on the real web
+CONCURRENT_REQUESTS = 16
+LOG_LEVEL = "INFO"
+FEED_EXPORT_ENCODING = "utf-8"

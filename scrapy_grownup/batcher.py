@@ -1,0 +1,186 @@
+"""``ArticleBatcher``: pages from many responses, one model call per micro-batch.
+
+A GPU (and, less so, a CPU) runs the model far faster on many pages at once than on one. Pages
+arrive one at a time from the item pipeline; a batch is closed when it reaches ``max_pages`` or
+``max_nodes``, or when its first page has waited ``max_wait_ms``. One batch runs at a time on a
+dedicated inference thread, so the event loop stays free and the next batch fills meanwhile.
+A batch is also closed at once when ``more_coming()`` says no other page is on its way (none
+parsing, none waiting for its callback): waiting would only add latency, and at the end of a
+crawl it flushes the last partial batch without a timer. A CUDA out-of-memory error splits the
+batch in halves and retries; a page that fails on its own gets its exception, the other pages of
+its batch do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .article import Article
+from .dom import PageStructure
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchStats:
+    """Running totals the pipeline copies into Scrapy's stats collector."""
+
+    pages: int = 0
+    batches: int = 0
+    model_seconds: float = 0.0
+    oom_splits: int = 0
+    max_queue: int = 0
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.pages / self.batches if self.batches else 0.0
+
+    @property
+    def model_ms_per_page(self) -> float:
+        return 1000.0 * self.model_seconds / self.pages if self.pages else 0.0
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA OOM (``torch.OutOfMemoryError``) without importing torch here."""
+    return type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(exc)
+
+
+def run_split_on_oom(infer: Callable[[Sequence[PageStructure]], list[Article]],
+                     pages: Sequence[PageStructure], stats: BatchStats,
+                     on_oom: Callable[[], None] = lambda: None) -> list[Article | BaseException]:
+    """``infer(pages)``, halving the batch on out-of-memory; errors isolated per page."""
+    try:
+        return list(infer(pages))
+    except Exception as exc:  # noqa: BLE001 - every failure is returned per page
+        if len(pages) == 1:
+            return [exc]
+        if is_out_of_memory(exc):
+            stats.oom_splits += 1
+            on_oom()
+            logger.warning("out of memory on a batch of %d pages; splitting it", len(pages))
+        else:
+            logger.warning("model failed on a batch of %d pages (%s); retrying page by page",
+                           len(pages), exc)
+            return [r for page in pages for r in run_split_on_oom(infer, [page], stats, on_oom)]
+        half = len(pages) // 2
+        return (run_split_on_oom(infer, pages[:half], stats, on_oom)
+                + run_split_on_oom(infer, pages[half:], stats, on_oom))
+
+
+class ArticleBatcher:
+    """Awaitable ``article(page)`` over micro-batched calls of ``infer(pages)``.
+
+    ``max_queue`` bounds the pages waiting here: past it, ``article()`` waits for room, which
+    holds the item pipeline and, through Scrapy's scraper slot, the downloads.
+    """
+
+    def __init__(self, infer: Callable[[Sequence[PageStructure]], list[Article]],
+                 max_pages: int = 32, max_nodes: int = 40_000, max_wait_ms: float = 50.0,
+                 max_queue: int = 256, on_oom: Callable[[], None] = lambda: None,
+                 more_coming: Callable[[], bool] = lambda: True,
+                 executor: ThreadPoolExecutor | None = None):
+        self.infer = infer
+        self.max_pages = max_pages
+        self.max_nodes = max_nodes
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_queue = max(max_queue, max_pages)
+        self.on_oom = on_oom
+        self.more_coming = more_coming
+        self.stats = BatchStats()
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="grownup-model")
+        self._queue: list[tuple[PageStructure, asyncio.Future]] = []
+        self._queued_nodes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock: asyncio.Lock | None = None  # one batch in the model at a time
+        self._room: asyncio.Condition | None = None
+        self._running: set[asyncio.Task] = set()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    async def article(self, page: PageStructure) -> Article:
+        loop = asyncio.get_running_loop()
+        if self._room is None:
+            self._room, self._lock = asyncio.Condition(), asyncio.Lock()
+        async with self._room:
+            await self._room.wait_for(lambda: len(self._queue) < self.max_queue)
+        future: asyncio.Future = loop.create_future()
+        self._queue.append((page, future))
+        self._queued_nodes += page.num_nodes
+        self.stats.max_queue = max(self.stats.max_queue, len(self._queue))
+        if (len(self._queue) >= self.max_pages or self._queued_nodes >= self.max_nodes
+                or not self.more_coming()):
+            self._dispatch()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.max_wait, self._dispatch)
+        return await future
+
+    def _dispatch(self) -> None:
+        """Close the current batch (at most ``max_pages`` / ``max_nodes``) and start it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._queue:
+            return
+        take, nodes = 0, 0
+        while take < len(self._queue) and take < self.max_pages:
+            size = self._queue[take][0].num_nodes
+            if take and nodes + size > self.max_nodes:
+                break
+            take, nodes = take + 1, nodes + size
+        batch, self._queue = self._queue[:take], self._queue[take:]
+        self._queued_nodes -= nodes
+        task = asyncio.get_running_loop().create_task(self._run(batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        if self._queue:  # what is left starts its own wait
+            self._timer = asyncio.get_running_loop().call_later(self.max_wait, self._dispatch)
+        self._notify_room()
+
+    def _notify_room(self) -> None:
+        async def notify():
+            async with self._room:
+                self._room.notify_all()
+
+        if self._room is not None:
+            task = asyncio.get_running_loop().create_task(notify())
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[tuple[PageStructure, asyncio.Future]]) -> None:
+        pages = [page for page, _ in batch]
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            start = time.perf_counter()
+            try:
+                results = await loop.run_in_executor(
+                    self._executor, run_split_on_oom, self.infer, pages, self.stats, self.on_oom)
+            except BaseException as exc:  # the executor itself failed (shut down)
+                results = [exc] * len(pages)
+            elapsed = time.perf_counter() - start
+        self.stats.batches += 1
+        self.stats.pages += len(pages)
+        self.stats.model_seconds += elapsed
+        for (_, future), result in zip(batch, results):
+            if future.done():  # cancelled by the waiter
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def flush(self) -> None:
+        """Run what is queued now and wait for every batch in flight (spider close)."""
+        while self._queue or self._running:
+            self._dispatch()
+            if self._running:
+                await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,158 @@
+"""``GrownupRuntime``: the state the add-on's components share within one crawler.
+
+The downloader middleware starts parsing a response in the worker pool, the spider middleware
+ties the resulting page to the item that should carry its article, and the item pipeline waits
+for the page, sends it through the batcher and fills the item. They meet here: one runtime per
+crawler, created by whichever component is built first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from dataclasses import dataclass
+
+from scrapy.exceptions import NotConfigured
+
+from .settings import GrownupSettings
+from .workers import FeaturizerPool, ParsedPage
+
+logger = logging.getLogger(__name__)
+STATS_PREFIX = "grownup"
+
+
+@dataclass
+class Claim:
+    """An item waiting for the article of the page it was yielded for."""
+
+    item: object
+    page: "asyncio.Task[ParsedPage]"
+    url: str
+    started: float
+
+
+class GrownupRuntime:
+    """Worker pool, model batcher and the page-to-item bookkeeping of one crawler."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.settings = GrownupSettings.from_settings(crawler.settings)
+        if not self.settings.enabled:
+            raise NotConfigured("GROWNUP_ENABLED is off")
+        from scrapy.utils.reactor import is_asyncio_reactor_installed
+
+        if not is_asyncio_reactor_installed():
+            raise NotConfigured(
+                "scrapy_grownup needs the asyncio reactor (TWISTED_REACTOR = "
+                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor', Scrapy's default)")
+        self.pool = FeaturizerPool(self.settings.workers, self.settings.limits,
+                                   self.settings.max_pending_pages)
+        self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
+            weakref.WeakKeyDictionary()
+        self.claims: dict[int, Claim] = {}
+        self.extractor = None
+        self.batcher = None
+        self._opened: asyncio.Task | None = None
+        self._closed = False
+
+    @classmethod
+    def of(cls, crawler) -> "GrownupRuntime":
+        runtime = getattr(crawler, "_grownup_runtime", None)
+        if runtime is None:
+            runtime = cls(crawler)
+            crawler._grownup_runtime = runtime
+        return runtime
+
+    # -- stats ----------------------------------------------------------------------------------
+    def inc(self, key: str, count: int = 1) -> None:
+        self.crawler.stats.inc_value(f"{STATS_PREFIX}/{key}", count)
+
+    def set_stat(self, key: str, value) -> None:
+        self.crawler.stats.set_value(f"{STATS_PREFIX}/{key}", value)
+
+    def max_stat(self, key: str, value) -> None:
+        self.crawler.stats.max_value(f"{STATS_PREFIX}/{key}", value)
+
+    # -- model ----------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Load the model (once) off the event loop; a bad model fails the crawl's start."""
+        if self._opened is None:
+            self._opened = asyncio.get_running_loop().create_task(self._load())
+        await self._opened
+
+    async def _load(self) -> None:
+        from .batcher import ArticleBatcher
+        from .extractor import ArticleExtractor
+
+        s = self.settings
+        start = time.perf_counter()
+        extractor = await asyncio.to_thread(
+            ArticleExtractor.from_pretrained, s.model, device=s.device, limits=s.limits)
+        extractor.batch_nodes = s.batch_nodes
+        if s.page_types and not extractor.model.config.num_genres:
+            from .errors import ModelLoadError
+
+            raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
+                                 "page-type head: it cannot tell page types apart")
+        self.extractor = extractor
+        self.batcher = ArticleBatcher(extractor.articles, max_pages=s.batch_pages,
+                                      max_nodes=s.batch_nodes, max_wait_ms=s.batch_wait_ms,
+                                      max_queue=s.queue_size, on_oom=_empty_cuda_cache,
+                                      more_coming=self.more_coming)
+        logger.info("scrapy_grownup: model %r on %s loaded in %.1f s", s.model,
+                    extractor.device, time.perf_counter() - start)
+
+    # -- pages ----------------------------------------------------------------------------------
+    async def start_page(self, request, body: bytes, url: str, content_type: str | None) -> None:
+        """Start parsing a response's body; waits while the pool has too many pages in flight."""
+        self.pages[request] = await self.pool.submit(body, url, content_type)
+        self.max_stat("featurize_pending_max", self.pool.pending)
+
+    def more_coming(self) -> bool:
+        """Whether another page may reach the batcher soon: parsing, or awaiting its item."""
+        return bool(self.pool.pending or self.pages or self.claims)
+
+    def take_page(self, request) -> "asyncio.Task[ParsedPage] | None":
+        return self.pages.pop(request, None)
+
+    def claim(self, item, page: "asyncio.Task[ParsedPage]", url: str) -> None:
+        self.claims[id(item)] = Claim(item, page, url, time.perf_counter())
+        self.inc("claimed")
+
+    def release(self, item) -> Claim | None:
+        return self.claims.pop(id(item), None)
+
+    async def close(self) -> None:
+        """Flush the last partial batch, then stop the workers and record the totals."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.batcher is not None:
+            await self.batcher.flush()
+            self.record_batch_stats()
+            self.batcher.close()
+        await asyncio.to_thread(self.pool.close)
+        if self.pool.restarts:
+            self.set_stat("worker_restarts", self.pool.restarts)
+        if self.claims:  # items another pipeline dropped before ours saw them
+            logger.info("%d items with a pending article never reached the pipeline",
+                        len(self.claims))
+            self.claims.clear()
+
+    def record_batch_stats(self) -> None:
+        stats = self.batcher.stats
+        self.set_stat("batches", stats.batches)
+        self.set_stat("batch_size_mean", round(stats.mean_batch_size, 2))
+        self.set_stat("model_ms_per_page", round(stats.model_ms_per_page, 2))
+        self.set_stat("queue_depth_max", stats.max_queue)
+        if stats.oom_splits:
+            self.set_stat("oom_splits", stats.oom_splits)
+
+
+def _empty_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
