@@ -2,28 +2,24 @@
 
 A GPU (and, less so, a CPU) runs the model far faster on many pages at once than on one. Pages
 arrive one at a time from the item pipeline; a batch is closed when it reaches ``max_pages`` or
-``max_nodes``, or when its first page has waited ``max_wait_ms``. One batch runs at a time on a
-dedicated inference thread, so the event loop stays free and the next batch fills meanwhile.
-A batch is also closed at once when ``more_coming()`` says no other page is on its way (none
-parsing, none waiting for its callback): waiting would only add latency, and at the end of a
-crawl it flushes the last partial batch without a timer. A CUDA out-of-memory error splits the
-batch in halves and retries; a page that fails on its own gets its exception, the other pages of
-its batch do not.
+``max_nodes``, or when its first page has waited ``max_wait_ms``. It is also closed at once when
+``more_coming()`` says no other page is on its way (none parsing, none waiting for its item):
+waiting would only add latency, and at the end of a crawl this flushes the last partial batch
+without a timer. One batch is in the model at a time; the next one fills meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Awaitable, Callable
 
 from .article import Article
 from .dom import PageStructure
 
-logger = logging.getLogger(__name__)
+# What one model call returns: an article or an exception per page, and the OOM splits it made.
+InferResult = tuple[list["Article | BaseException"], int]
 
 
 @dataclass
@@ -45,33 +41,6 @@ class BatchStats:
         return 1000.0 * self.model_seconds / self.pages if self.pages else 0.0
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """CUDA OOM (``torch.OutOfMemoryError``) without importing torch here."""
-    return type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(exc)
-
-
-def run_split_on_oom(infer: Callable[[Sequence[PageStructure]], list[Article]],
-                     pages: Sequence[PageStructure], stats: BatchStats,
-                     on_oom: Callable[[], None] = lambda: None) -> list[Article | BaseException]:
-    """``infer(pages)``, halving the batch on out-of-memory; errors isolated per page."""
-    try:
-        return list(infer(pages))
-    except Exception as exc:  # noqa: BLE001 - every failure is returned per page
-        if len(pages) == 1:
-            return [exc]
-        if is_out_of_memory(exc):
-            stats.oom_splits += 1
-            on_oom()
-            logger.warning("out of memory on a batch of %d pages; splitting it", len(pages))
-        else:
-            logger.warning("model failed on a batch of %d pages (%s); retrying page by page",
-                           len(pages), exc)
-            return [r for page in pages for r in run_split_on_oom(infer, [page], stats, on_oom)]
-        half = len(pages) // 2
-        return (run_split_on_oom(infer, pages[:half], stats, on_oom)
-                + run_split_on_oom(infer, pages[half:], stats, on_oom))
-
-
 class ArticleBatcher:
     """Awaitable ``article(page)`` over micro-batched calls of ``infer(pages)``.
 
@@ -79,20 +48,16 @@ class ArticleBatcher:
     holds the item pipeline and, through Scrapy's scraper slot, the downloads.
     """
 
-    def __init__(self, infer: Callable[[Sequence[PageStructure]], list[Article]],
+    def __init__(self, infer: Callable[[list[PageStructure]], Awaitable[InferResult]],
                  max_pages: int = 32, max_nodes: int = 40_000, max_wait_ms: float = 50.0,
-                 max_queue: int = 256, on_oom: Callable[[], None] = lambda: None,
-                 more_coming: Callable[[], bool] = lambda: True,
-                 executor: ThreadPoolExecutor | None = None):
+                 max_queue: int = 256, more_coming: Callable[[], bool] = lambda: True):
         self.infer = infer
         self.max_pages = max_pages
         self.max_nodes = max_nodes
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max(max_queue, max_pages)
-        self.on_oom = on_oom
         self.more_coming = more_coming
         self.stats = BatchStats()
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="grownup-model")
         self._queue: list[tuple[PageStructure, asyncio.Future]] = []
         self._queued_nodes = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -155,18 +120,17 @@ class ArticleBatcher:
 
     async def _run(self, batch: list[tuple[PageStructure, asyncio.Future]]) -> None:
         pages = [page for page, _ in batch]
-        loop = asyncio.get_running_loop()
         async with self._lock:
             start = time.perf_counter()
             try:
-                results = await loop.run_in_executor(
-                    self._executor, run_split_on_oom, self.infer, pages, self.stats, self.on_oom)
-            except BaseException as exc:  # the executor itself failed (shut down)
-                results = [exc] * len(pages)
+                results, splits = await self.infer(pages)
+            except Exception as exc:  # noqa: BLE001 - the whole call failed: every page gets it
+                results, splits = [exc] * len(pages), 0
             elapsed = time.perf_counter() - start
         self.stats.batches += 1
         self.stats.pages += len(pages)
         self.stats.model_seconds += elapsed
+        self.stats.oom_splits += splits
         for (_, future), result in zip(batch, results):
             if future.done():  # cancelled by the waiter
                 continue
@@ -181,6 +145,3 @@ class ArticleBatcher:
             self._dispatch()
             if self._running:
                 await asyncio.gather(*list(self._running), return_exceptions=True)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)

@@ -15,3 +15,7 @@ class EmptyPageError(GrownupError):
 
 class ModelLoadError(GrownupError):
     """A model or encoder file is missing, corrupt, or of an incompatible version."""
+
+
+class ModelError(GrownupError):
+    """The model failed on this page (the message names the original error)."""

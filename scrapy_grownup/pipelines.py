@@ -13,14 +13,14 @@ import time
 
 from scrapy.exceptions import DropItem
 
-from .errors import EmptyPageError, GrownupError, NotHTMLError
+from .errors import EmptyPageError, GrownupError, ModelError, NotHTMLError
 from .items import article_values, fill_item
 from .runtime import GrownupRuntime
 from .workers import WorkerCrashedError
 
 logger = logging.getLogger(__name__)
 _REASONS = ((NotHTMLError, "not_html"), (EmptyPageError, "empty_page"),
-            (WorkerCrashedError, "worker_crashed"))
+            (WorkerCrashedError, "worker_crashed"), (ModelError, "model_error"))
 
 
 def drop_reason(exc: BaseException) -> str:
@@ -81,7 +81,7 @@ class ArticlePipeline:
             raise self._drop(reason, claim.url, f"{len(article.text.strip())} characters < "
                              f"GROWNUP_MIN_TEXT_LENGTH = {settings.min_text_length}")
         values = article_values(article, settings.output_format)
-        values["model_version"] = runtime.extractor.version
+        values["model_version"] = runtime.model_info["version"]
         values["timing"] = {"parse_ms": round(1000.0 * parsed.parse_seconds, 2),
                             "batch_ms": round(batch_ms, 2),
                             "total_ms": round(1000.0 * (time.perf_counter() - claim.started), 2)}

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from scrapy.exceptions import NotConfigured
 
+from .model_process import WARMUP_PAGE
 from .settings import GrownupSettings
-from .workers import FeaturizerPool, ParsedPage
+from .workers import FeaturizerPool, ParsedPage, ProcessPool
 
 logger = logging.getLogger(__name__)
 STATS_PREFIX = "grownup"
@@ -52,7 +53,8 @@ class GrownupRuntime:
         self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
             weakref.WeakKeyDictionary()
         self.claims: dict[int, Claim] = {}
-        self.extractor = None
+        self.model: ProcessPool | None = None
+        self.model_info: dict = {}
         self.batcher = None
         self._opened: asyncio.Task | None = None
         self._closed = False
@@ -77,32 +79,37 @@ class GrownupRuntime:
 
     # -- model ----------------------------------------------------------------------------------
     async def open(self) -> None:
-        """Load the model (once) off the event loop; a bad model fails the crawl's start."""
+        """Start the model process and wait for its model to load; a bad model fails here."""
         if self._opened is None:
             self._opened = asyncio.get_running_loop().create_task(self._load())
         await self._opened
 
     async def _load(self) -> None:
         from .batcher import ArticleBatcher
-        from .extractor import ArticleExtractor
+        from .errors import ModelLoadError
+        from .model_process import describe, load_extractor, score_articles
 
         s = self.settings
         start = time.perf_counter()
-        extractor = await asyncio.to_thread(
-            ArticleExtractor.from_pretrained, s.model, device=s.device, limits=s.limits)
-        extractor.batch_nodes = s.batch_nodes
-        if s.page_types and not extractor.model.config.num_genres:
-            from .errors import ModelLoadError
-
+        self.model = ProcessPool(1 if s.model_process else 0, "model",
+                                 initializer=load_extractor,
+                                 initargs=(s.model, s.device, s.limits, s.batch_nodes,
+                                           s.model_threads))
+        self.model_info = await self.model.call(describe, what=f"loading {s.model!r}")
+        if s.page_types and not self.model_info["num_genres"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
                                  "page-type head: it cannot tell page types apart")
-        self.extractor = extractor
-        self.batcher = ArticleBatcher(extractor.articles, max_pages=s.batch_pages,
-                                      max_nodes=s.batch_nodes, max_wait_ms=s.batch_wait_ms,
-                                      max_queue=s.queue_size, on_oom=_empty_cuda_cache,
+
+        async def infer(pages):
+            return await self.model.call(score_articles, pages,
+                                         what=f"a batch of {len(pages)} pages")
+
+        self.batcher = ArticleBatcher(infer, max_pages=s.batch_pages, max_nodes=s.batch_nodes,
+                                      max_wait_ms=s.batch_wait_ms, max_queue=s.queue_size,
                                       more_coming=self.more_coming)
-        logger.info("scrapy_grownup: model %r on %s loaded in %.1f s", s.model,
-                    extractor.device, time.perf_counter() - start)
+        await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
+        logger.info("scrapy_grownup: model %r on %s ready in %.1f s", s.model,
+                    self.model_info["device"], time.perf_counter() - start)
 
     # -- pages ----------------------------------------------------------------------------------
     async def start_page(self, request, body: bytes, url: str, content_type: str | None) -> None:
@@ -132,10 +139,11 @@ class GrownupRuntime:
         if self.batcher is not None:
             await self.batcher.flush()
             self.record_batch_stats()
-            self.batcher.close()
-        await asyncio.to_thread(self.pool.close)
-        if self.pool.restarts:
-            self.set_stat("worker_restarts", self.pool.restarts)
+        for name, pool in (("worker_restarts", self.pool), ("model_restarts", self.model)):
+            if pool is not None:
+                await asyncio.to_thread(pool.close)
+                if pool.restarts:
+                    self.set_stat(name, pool.restarts)
         if self.claims:  # items another pipeline dropped before ours saw them
             logger.info("%d items with a pending article never reached the pipeline",
                         len(self.claims))
@@ -149,10 +157,3 @@ class GrownupRuntime:
         self.set_stat("queue_depth_max", stats.max_queue)
         if stats.oom_splits:
             self.set_stat("oom_splits", stats.oom_splits)
-
-
-def _empty_cuda_cache() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

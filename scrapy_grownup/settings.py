@@ -17,6 +17,8 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_BATCH_NODES": 40_000,
     "GROWNUP_BATCH_WAIT_MS": 50,
     "GROWNUP_QUEUE_SIZE": 256,
+    "GROWNUP_MODEL_PROCESS": True,
+    "GROWNUP_MODEL_THREADS": 1,
     "GROWNUP_WORKERS": 2,
     "GROWNUP_MAX_PENDING_PAGES": 64,
     "GROWNUP_MAX_PAGE_BYTES": PageLimits.max_bytes,
@@ -41,6 +43,8 @@ class GrownupSettings:
     batch_nodes: int
     batch_wait_ms: float
     queue_size: int
+    model_process: bool
+    model_threads: int
     workers: int
     max_pending_pages: int
     limits: PageLimits
@@ -69,6 +73,10 @@ class GrownupSettings:
             batch_wait_ms=settings.getfloat("GROWNUP_BATCH_WAIT_MS",
                                             DEFAULTS["GROWNUP_BATCH_WAIT_MS"]),
             queue_size=settings.getint("GROWNUP_QUEUE_SIZE", DEFAULTS["GROWNUP_QUEUE_SIZE"]),
+            model_process=settings.getbool("GROWNUP_MODEL_PROCESS",
+                                           DEFAULTS["GROWNUP_MODEL_PROCESS"]),
+            model_threads=settings.getint("GROWNUP_MODEL_THREADS",
+                                          DEFAULTS["GROWNUP_MODEL_THREADS"]),
             workers=settings.getint("GROWNUP_WORKERS", DEFAULTS["GROWNUP_WORKERS"]),
             max_pending_pages=settings.getint("GROWNUP_MAX_PENDING_PAGES",
                                               DEFAULTS["GROWNUP_MAX_PENDING_PAGES"]),
@@ -79,7 +87,8 @@ class GrownupSettings:
             auto_items=settings.getbool("GROWNUP_AUTO_ITEMS", DEFAULTS["GROWNUP_AUTO_ITEMS"]),
             output_format=output_format,
         )
-        for name in ("batch_pages", "batch_nodes", "queue_size", "max_pending_pages"):
+        for name in ("batch_pages", "batch_nodes", "queue_size", "max_pending_pages",
+                     "model_threads"):
             if getattr(values, name) < 1:
                 raise ValueError(f"GROWNUP_{name.upper()} must be >= 1")
         if values.workers < 0:

@@ -1,11 +1,12 @@
-"""``FeaturizerPool``: HTML parsing in worker processes, awaited from the asyncio loop.
+"""Worker processes awaited from the asyncio loop: HTML parsing and the model.
 
-lxml parsing, the tree walk and the Laplacian are CPU-bound; on Scrapy's reactor thread they
-would stall every download. Here they run in a pool of spawned processes (no fork of a process
-that holds threads and CUDA state), and the crawl awaits a ``PageStructure``. A bounded number of
-pages is in flight: past it, ``structure()`` waits, so a slow pool slows the crawl instead of
-growing memory. A crashed worker breaks the whole pool; the pool is rebuilt and each page it held
-is tried once more, then reported as ``WorkerCrashedError``.
+Scrapy's reactor is one thread. lxml parsing, the tree walk and the Laplacian are CPU-bound, and
+even model inference on a thread next to the reactor starves it: every socket call the reactor
+makes gives up the interpreter lock and waits to get it back from the busy thread. So both run in
+spawned processes (no fork of a process that holds threads or CUDA state).
+
+``ProcessPool`` is the shared mechanism: a crashed process breaks the whole executor; the pool is
+rebuilt once, and each call it held is tried once more, then fails with ``WorkerCrashedError``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import logging
 import multiprocessing
 import os
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from .dom import PageStructure, parse_page
 from .errors import GrownupError
@@ -27,7 +29,81 @@ logger = logging.getLogger(__name__)
 
 
 class WorkerCrashedError(GrownupError):
-    """A worker process died twice while parsing this page."""
+    """A worker process died twice while working on this page."""
+
+
+def limit_threads() -> None:
+    """One BLAS / OpenMP thread per worker process: the processes already share the cores."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except Exception:  # pragma: no cover - threadpoolctl is a dependency, this is defensive
+        pass
+
+
+class ProcessPool:
+    """``await pool.call(fn, *args)`` in spawned processes, surviving crashed workers.
+
+    ``workers=0`` runs calls on one thread of this process instead (tests, tiny crawls).
+    """
+
+    def __init__(self, workers: int, name: str, initializer: Callable[..., None] = limit_threads,
+                 initargs: tuple = (), start_method: str = "spawn"):
+        if workers < 0:
+            raise ValueError("workers must be >= 0")
+        self.workers = workers
+        self.name = name
+        self.initializer = initializer
+        self.initargs = initargs
+        self.start_method = start_method
+        self.restarts = 0
+        self._executor: Executor | None = None
+        self._generation = 0
+
+    def _pool(self) -> Executor:
+        if self._executor is None:
+            if self.workers == 0:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"grownup-{self.name}",
+                                                    initializer=self.initializer,
+                                                    initargs=self.initargs)
+            else:
+                self._executor = ProcessPoolExecutor(
+                    self.workers, mp_context=multiprocessing.get_context(self.start_method),
+                    initializer=self.initializer, initargs=self.initargs)
+        return self._executor
+
+    def _restart(self, generation: int) -> None:
+        """Replace a broken executor once, however many of its calls notice the breakage."""
+        if generation != self._generation:
+            return
+        self._generation += 1
+        self.restarts += 1
+        broken, self._executor = self._executor, None
+        if broken is not None:
+            broken.shutdown(wait=False, cancel_futures=True)
+        logger.warning("a %s worker process died; restarted it (%d restarts)", self.name,
+                       self.restarts)
+
+    async def call(self, fn: Callable[..., Any], *args, what: str = "a page") -> Any:
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            generation = self._generation
+            try:
+                return await asyncio.wrap_future(self._pool().submit(fn, *args), loop=loop)
+            except BrokenProcessPool:
+                self._restart(generation)
+                if attempt == 2:
+                    raise WorkerCrashedError(
+                        f"{self.name} worker died twice while working on {what}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        """Stop the processes; calls still queued are cancelled."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass
@@ -46,59 +122,26 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
     return ParsedPage(page, time.perf_counter() - start)
 
 
-def _init_worker() -> None:
-    # One BLAS thread per worker: the workers already use the cores.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except Exception:  # pragma: no cover - threadpoolctl is a dependency, this is defensive
-        pass
-
-
 class FeaturizerPool:
-    """Parses pages off the event loop; ``workers=0`` parses in a thread (tests, tiny crawls)."""
+    """Parses pages in worker processes with at most ``max_pending`` pages in flight.
+
+    Past that bound ``submit()`` waits, so a slow pool slows the crawl instead of growing memory.
+    """
 
     def __init__(self, workers: int = 2, limits: PageLimits | None = None,
-                 max_pending: int = 64, start_method: str = "spawn"):
-        if workers < 0:
-            raise ValueError("workers must be >= 0")
+                 max_pending: int = 64, parse: Callable[..., ParsedPage] = parse_in_worker):
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
-        self.workers = workers
+        self.processes = ProcessPool(workers, "featurization")
         self.limits = limits or PageLimits()
         self.max_pending = max_pending
-        self.start_method = start_method
+        self.parse = parse
         self.pending = 0
-        self.restarts = 0
-        self._executor: Executor | None = None
-        self._generation = 0
         self._slots: asyncio.Semaphore | None = None
 
-    def _pool(self) -> Executor:
-        if self._executor is None:
-            if self.workers == 0:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="grownup-parse")
-            else:
-                self._executor = ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context(self.start_method),
-                    initializer=_init_worker)
-        return self._executor
-
-    def _restart(self, generation: int) -> None:
-        """Replace a broken pool once, however many of its pages notice the breakage."""
-        if generation != self._generation:
-            return
-        self._generation += 1
-        self.restarts += 1
-        broken, self._executor = self._executor, None
-        if broken is not None:
-            broken.shutdown(wait=False, cancel_futures=True)
-        logger.warning("a featurization worker died; restarted the pool (%d restarts)",
-                       self.restarts)
+    @property
+    def restarts(self) -> int:
+        return self.processes.restarts
 
     async def submit(self, body: bytes, url: str | None = None,
                      content_type: str | None = None) -> "asyncio.Task[ParsedPage]":
@@ -114,7 +157,8 @@ class FeaturizerPool:
 
         async def run() -> ParsedPage:
             try:
-                return await self._run(body, url, content_type)
+                return await self.processes.call(self.parse, body, url, content_type,
+                                                 self.limits, what=url or "a page")
             finally:
                 self.pending -= 1
                 self._slots.release()
@@ -126,23 +170,5 @@ class FeaturizerPool:
         """Parse one page in a worker and wait for it."""
         return await (await self.submit(body, url, content_type))
 
-    async def _run(self, body, url, content_type) -> ParsedPage:
-        loop = asyncio.get_running_loop()
-        for attempt in (1, 2):
-            generation = self._generation
-            try:
-                future = self._pool().submit(parse_in_worker, body, url, content_type,
-                                             self.limits)
-                return await asyncio.wrap_future(future, loop=loop)
-            except BrokenProcessPool:
-                self._restart(generation)
-                if attempt == 2:
-                    raise WorkerCrashedError(
-                        f"worker died twice while parsing {url or 'a page'}") from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
     def close(self) -> None:
-        """Stop the workers; pages still queued are cancelled."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        self.processes.close()

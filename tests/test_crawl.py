@@ -1,0 +1,133 @@
+"""Real crawls of a local HTTP server with the add-on and the shipped ``fast`` model."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from example_project.news_site import STORIES, serve
+from tests.crawl_support import NUM_STORIES, read_results, run_crawl, serve_slowly, \
+    write_test_site
+
+pytestmark = pytest.mark.slow
+
+
+def grownup(stats: dict, prefix: str) -> dict[str, int]:
+    return {k.split("/", 2)[2]: v for k, v in stats.items() if k.startswith(f"grownup/{prefix}/")}
+
+
+def first_paragraph(url: str) -> str:
+    number = int(url.rsplit("-", 1)[1].split(".")[0])
+    return STORIES[number % len(STORIES)][1][0]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    kinds = write_test_site(root)
+    server, base = serve(root)
+    yield base, kinds
+    server.shutdown()
+
+
+def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
+    base, kinds = site
+    stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index")
+    # every 200 response but the PNG image is HTML (the site's pages and a directory listing)
+    html_pages = stats["downloader/response_status_count/200"] - 1
+    assert html_pages >= 1 + len(kinds["story"]) + len(kinds["bad_html"])
+
+    assert stats["grownup/responses/html"] == html_pages
+    assert stats["grownup/claimed"] == html_pages
+    dropped = grownup(stats, "dropped")
+    assert stats.get("grownup/items", 0) + sum(dropped.values()) == html_pages
+    assert len(items) == stats["grownup/items"]
+    urls = [item["url"] for item in items]
+    assert len(urls) == len(set(urls))
+    # bad input: counted drops and skips, never a crash
+    assert dropped["not_html"] == 1  # PNG bytes served as text/html
+    assert dropped["empty_page"] == 1
+    assert stats["grownup/responses/not_html"] == 1  # the real image/png passes untouched
+    assert stats["grownup/skipped/http_404"] == stats["downloader/response_status_count/404"] >= 1
+    assert "log_count/ERROR" not in stats
+    # the articles are the stories' text
+    stories = [item for item in items if "/story-" in item["url"]]
+    assert len(stories) == NUM_STORIES
+    for item in stories:
+        assert first_paragraph(item["url"]) in item["text"]
+        assert "All rights reserved" not in item["text"]
+        assert item["model"] == "fast" and item["model_version"]
+        assert set(item["timing"]) == {"parse_ms", "batch_ms", "total_ms"}
+    big = [item for item in items if item["url"].endswith("/big.html")]
+    assert big and "bytes" in big[0]["truncated"]  # cut at GROWNUP_MAX_PAGE_BYTES, kept
+    # batching happened and was measured
+    assert stats["grownup/batches"] >= 1
+    assert stats["grownup/batch_size_mean"] >= 1
+    assert stats["grownup/model_ms_per_page"] > 0
+
+
+def test_the_reactor_is_never_blocked_for_100_ms(tmp_path):
+    """A 10 ms heartbeat on the reactor while pages are parsed and scored. The site has no
+    10 MB page here: Scrapy itself decodes such a body on the reactor (meta-refresh check)."""
+    root = tmp_path / "site"
+    write_test_site(root)
+    (root / "big.html").unlink()
+    server, base = serve(root)
+    try:
+        stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index")
+    finally:
+        server.shutdown()
+    assert len(items) >= NUM_STORIES
+    assert stats["heartbeat/max_gap_ms"] < 100, stats["heartbeat/max_gap_ms"]
+
+
+def test_own_items_get_their_article_and_keep_their_fields(site, tmp_path):
+    base, kinds = site
+    # a batch that would never fill nor time out: the end of the crawl must flush it
+    stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="own_items", settings={
+        "GROWNUP_BATCH_PAGES": 10_000, "GROWNUP_BATCH_WAIT_MS": 600_000,
+        "GROWNUP_OUTPUT_FORMAT": "text"})
+    index = [item for item in items if item.get("kind") == "index"]
+    assert len(index) == 1 and "text" not in index[0]  # not asked for: untouched
+    stories = [item for item in items if "section" in item]
+    assert len(stories) == NUM_STORIES
+    assert stats["grownup/claimed"] == NUM_STORIES
+    assert stats["grownup/items"] == NUM_STORIES
+    for item in stories:
+        assert first_paragraph(item["url"]) in item["text"]
+        if item["section"] == "even":  # a dict: every article field, the user's title kept
+            assert item["title"] == "kept title"
+            assert "page_type" in item and "timing" in item
+        else:  # a dataclass: only the fields it declares
+            assert set(item) == {"section", "url", "title", "text"}
+    assert stats["grownup/skipped/no_item"] == 1  # the index yielded its own item
+
+
+def test_graceful_stop_loses_no_item(tmp_path):
+    root = tmp_path / "site"
+    write_test_site(root, stories=40)
+    server, base = serve_slowly(root, delay=0.3)
+    try:
+        process = run_crawl(tmp_path, f"{base}/index.html", background=True,
+                            settings={"CONCURRENT_REQUESTS": 4})
+        feed = tmp_path / "follow-items.jsonl"
+        deadline = time.monotonic() + 120
+        # wait until the crawl is under way, then stop it the way Ctrl-C does
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.5)
+            if (tmp_path / "follow-items.jsonl").exists() or time.monotonic() > deadline - 110:
+                break
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        server.shutdown()
+    assert process.returncode == 0, output[-4000:]
+    stats, items = read_results(feed, tmp_path / "follow-stats.json")
+    assert stats["finish_reason"] == "shutdown"
+    assert stats["grownup/claimed"] < 1 + 40 + 4  # it really stopped early
+    dropped = sum(grownup(stats, "dropped").values())
+    assert stats["grownup/claimed"] == stats.get("grownup/items", 0) + dropped
+    assert len(items) == stats.get("grownup/items", 0)
