@@ -101,6 +101,21 @@ class StoryItem:
     text: str | None = None
 
 
+def crashing_parse(body: bytes, url: str, content_type, limits):
+    """A worker ``parse`` for crash tests: ``crash-once:MARKER`` kills the worker process the
+    first time (it creates MARKER), ``crash-always:`` every time; other URLs parse normally."""
+    from scrapy_grownup.workers import parse_in_worker
+
+    if url.startswith("crash-once:"):
+        marker = Path(url.split(":", 1)[1])
+        if not marker.exists():
+            marker.touch()
+            os._exit(3)
+    elif url.startswith("crash-always:"):
+        os._exit(3)
+    return parse_in_worker(body, url, content_type, limits)
+
+
 def spiders():
     """Spider classes by name (built lazily: importing scrapy is for the crawl process)."""
     import scrapy

@@ -1,0 +1,248 @@
+"""The add-on's parts without a crawl: settings, add-on, batcher, worker pool, items."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+
+import attr
+import pytest
+import scrapy
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
+
+from scrapy_grownup.addon import PRIORITIES, Addon
+from scrapy_grownup.article import Article
+from scrapy_grownup.batcher import ArticleBatcher
+from scrapy_grownup.decoding import is_html
+from scrapy_grownup.errors import ModelError, NotHTMLError
+from scrapy_grownup.items import ArticleItem, article_fields, article_values, fill_item
+from scrapy_grownup.model_process import run_split_on_oom
+from scrapy_grownup.settings import DEFAULTS, GrownupSettings
+from scrapy_grownup.workers import FeaturizerPool, WorkerCrashedError
+from tests.crawl_support import crashing_parse
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = b"<html><body><h1>Title</h1><p>Some text of a page.</p></body></html>"
+
+
+# -- settings and add-on -------------------------------------------------------------------------
+def test_addon_registers_components_and_defaults():
+    settings = Settings({"GROWNUP_WORKERS": 5})
+    Addon().update_settings(settings)
+    for setting, (component, priority) in PRIORITIES.items():
+        assert settings.getdict(setting)[component] == priority
+    assert settings.getint("GROWNUP_WORKERS") == 5  # the project's value wins
+    assert settings.get("GROWNUP_BATCH_PAGES") == DEFAULTS["GROWNUP_BATCH_PAGES"]
+
+
+def test_addon_skips_itself_when_disabled():
+    with pytest.raises(NotConfigured):
+        Addon().update_settings(Settings({"GROWNUP_ENABLED": False}))
+
+
+def test_settings_are_validated():
+    assert GrownupSettings.from_settings(Settings()).device is None  # "auto"
+    parsed = GrownupSettings.from_settings(Settings({"GROWNUP_PAGE_TYPES": "article, forum"}))
+    assert parsed.page_types == {"article", "forum"}
+    with pytest.raises(ValueError, match="GROWNUP_OUTPUT_FORMAT"):
+        GrownupSettings.from_settings(Settings({"GROWNUP_OUTPUT_FORMAT": "html"}))
+    with pytest.raises(ValueError, match="GROWNUP_BATCH_PAGES"):
+        GrownupSettings.from_settings(Settings({"GROWNUP_BATCH_PAGES": 0}))
+
+
+def test_readme_documents_every_setting_with_its_default():
+    text = README.read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(GROWNUP_[A-Z_]+)` \| `([^`]*)` \|", text, re.M))
+    assert set(DEFAULTS) <= set(rows), set(DEFAULTS) - set(rows)
+    for name, default in DEFAULTS.items():
+        assert rows[name] == repr(default), (name, rows[name])
+
+
+# -- batcher -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class FakePage:
+    num_nodes: int
+    name: str = ""
+
+
+def fake_infer(calls):
+    async def infer(pages):
+        calls.append([p.name for p in pages])
+        await asyncio.sleep(0)
+        return [Article(url=p.name, title="", text=p.name) if "bad" not in p.name
+                else ModelError("bad page") for p in pages], 0
+    return infer
+
+
+def test_batcher_closes_batches_by_pages_nodes_and_wait():
+    async def main():
+        calls = []
+        batcher = ArticleBatcher(fake_infer(calls), max_pages=3, max_nodes=100, max_wait_ms=30)
+        pages = [FakePage(10, f"p{i}") for i in range(7)] + [FakePage(95, "huge")]
+        results = await asyncio.gather(*(batcher.article(p) for p in pages))
+        return calls, results, batcher.stats
+
+    calls, results, stats = asyncio.run(main())
+    assert [r.url for r in results] == [f"p{i}" for i in range(7)] + ["huge"]
+    assert calls[:2] == [["p0", "p1", "p2"], ["p3", "p4", "p5"]]  # full by pages
+    assert ["p6"] in calls and ["huge"] in calls  # the node budget split them
+    assert stats.pages == 8 and stats.batches == len(calls)
+
+
+def test_batcher_dispatches_at_once_when_nothing_more_is_coming():
+    async def main():
+        calls = []
+        batcher = ArticleBatcher(fake_infer(calls), max_pages=100, max_wait_ms=600_000,
+                                 more_coming=lambda: False)
+        return await asyncio.wait_for(batcher.article(FakePage(5, "only")), timeout=5)
+
+    assert asyncio.run(main()).url == "only"
+
+
+def test_batcher_isolates_errors_and_flushes():
+    async def main():
+        calls = []
+        batcher = ArticleBatcher(fake_infer(calls), max_pages=10, max_wait_ms=600_000)
+        tasks = [asyncio.ensure_future(batcher.article(FakePage(3, name)))
+                 for name in ("a", "bad", "c")]
+        await asyncio.sleep(0.01)
+        assert not calls  # neither full nor timed out
+        await batcher.flush()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    a, bad, c = asyncio.run(main())
+    assert a.url == "a" and c.url == "c" and isinstance(bad, ModelError)
+
+
+def test_batcher_bounds_its_queue():
+    async def main():
+        release = asyncio.Event()
+
+        async def slow(pages):
+            await release.wait()
+            return [Article(url=p.name, title="", text="") for p in pages], 0
+
+        batcher = ArticleBatcher(slow, max_pages=2, max_queue=4, max_wait_ms=600_000)
+        tasks = [asyncio.ensure_future(batcher.article(FakePage(1, str(i)))) for i in range(12)]
+        await asyncio.sleep(0.05)
+        depth = batcher.queue_depth
+        release.set()
+        await asyncio.gather(*tasks)
+        return depth, batcher.stats.max_queue
+
+    depth, max_queue = asyncio.run(main())
+    assert depth <= 4 and max_queue <= 4
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named like torch's, which is how the batcher recognises it."""
+
+
+def test_out_of_memory_halves_the_batch_and_a_bad_page_fails_alone():
+    seen = []
+
+    def infer(pages):
+        seen.append(len(pages))
+        if len(pages) > 2:
+            raise OutOfMemoryError("CUDA out of memory")
+        if "bad" in pages:
+            raise ValueError("broken page")
+        return [Article(url=p, title="", text=p) for p in pages]
+
+    results, splits = run_split_on_oom(infer, ["a", "b", "bad", "d", "e", "f"])
+    assert splits == 3
+    assert [getattr(r, "url", None) for r in results] == ["a", "b", None, "d", "e", "f"]
+    assert isinstance(results[2], ModelError) and "broken page" in str(results[2])
+    assert max(seen[1:]) <= 3
+
+
+# -- worker pool ---------------------------------------------------------------------------------
+def test_pool_parses_pages_and_reports_bad_ones():
+    async def main():
+        pool = FeaturizerPool(workers=1, max_pending=2)
+        try:
+            good = await pool.structure(PAGE, "http://a/", "text/html")
+            with pytest.raises(NotHTMLError):
+                await pool.structure(b"\x89PNG\r\n\x1a\n" + bytes(64), "http://b/", None)
+            return good
+        finally:
+            pool.close()
+
+    parsed = asyncio.run(main())
+    assert parsed.page.num_nodes >= 4 and parsed.parse_seconds > 0
+
+
+def test_dead_worker_is_restarted_and_its_page_retried_once(tmp_path):
+    async def main():
+        pool = FeaturizerPool(workers=1, parse=crashing_parse)
+        try:
+            retried = await pool.structure(PAGE, f"crash-once:{tmp_path / 'marker'}")
+            with pytest.raises(WorkerCrashedError):
+                await pool.structure(PAGE, "crash-always:")
+            after = await pool.structure(PAGE, "http://fine/")
+            return retried, after, pool.restarts
+        finally:
+            pool.close()
+
+    retried, after, restarts = asyncio.run(main())
+    assert retried.page.num_nodes == after.page.num_nodes
+    assert restarts == 3  # once for crash-once, twice for crash-always
+
+
+# -- items ---------------------------------------------------------------------------------------
+ARTICLE = Article(url="http://a/", title="T", text="Body", page_type="article", model="fast")
+
+
+@dataclasses.dataclass
+class DataclassItem:
+    section: str = ""
+    title: str | None = None
+    text: str | None = None
+
+
+@attr.s(auto_attribs=True)
+class AttrsItem:
+    title: str | None = None
+    text: str | None = None
+
+
+class ScrapyItem(scrapy.Item):
+    title = scrapy.Field()
+    text = scrapy.Field()
+
+
+@pytest.mark.parametrize("make", [dict, DataclassItem, AttrsItem, ScrapyItem, ArticleItem])
+def test_article_fields_fill_every_item_type(make):
+    item = make()
+    missing = fill_item(item, article_values(ARTICLE))
+    from itemadapter import ItemAdapter
+
+    adapter = ItemAdapter(item)
+    assert adapter["title"] == "T" and adapter["text"] == "Body"
+    if make in (dict, ArticleItem):
+        assert not missing and adapter["page_type"] == "article"
+    else:
+        assert "page_type" in missing
+
+
+def test_users_values_stay_and_markdown_can_fill_text():
+    item = {"title": "mine", "section": "x"}
+    fill_item(item, article_values(dataclasses.replace(ARTICLE), text_field="text"))
+    assert item["title"] == "mine" and item["section"] == "x" and item["text"] == "Body"
+    assert "nodes" not in item and set(item) <= set(article_fields()) | {"section"}
+
+
+@pytest.mark.parametrize("content_type,body,expected", [
+    ("text/html; charset=utf-8", b"anything", True),
+    ("application/xhtml+xml", b"<html/>", True),
+    (None, b"<!DOCTYPE html><html>", True),
+    ("application/octet-stream", b"  <html><body>", True),
+    ("text/plain", b"just words", False),
+    ("image/png", b"<html>", False),
+    ("application/json", b'{"html": 1}', False),
+])
+def test_is_html(content_type, body, expected):
+    assert is_html(content_type, body) is expected
