@@ -13,7 +13,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from .decoding import is_html
-from .runtime import GrownupRuntime
+from .runtime import RuntimeComponent
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +41,8 @@ def _content_type(response) -> str | None:
     return value.decode("latin-1") if value else None
 
 
-class FeaturizeMiddleware:
+class FeaturizeMiddleware(RuntimeComponent):
     """Downloader middleware: parse HTML responses in worker processes, off the reactor."""
-
-    def __init__(self, runtime: GrownupRuntime):
-        self.runtime = runtime
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(GrownupRuntime.of(crawler))
 
     async def process_response(self, request, response):
         runtime = self.runtime
@@ -65,15 +58,8 @@ class FeaturizeMiddleware:
         return response
 
 
-class ArticleSpiderMiddleware:
+class ArticleSpiderMiddleware(RuntimeComponent):
     """Spider middleware: which item carries the article of each featurized page."""
-
-    def __init__(self, runtime: GrownupRuntime):
-        self.runtime = runtime
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(GrownupRuntime.of(crawler))
 
     async def process_spider_output(self, response, result) -> AsyncIterator[Any]:
         from scrapy import Request

@@ -15,7 +15,7 @@ from scrapy.exceptions import DropItem
 
 from .errors import EmptyPageError, GrownupError, ModelError, NotHTMLError
 from .items import article_values, fill_item
-from .runtime import GrownupRuntime
+from .runtime import RuntimeComponent
 from .workers import WorkerCrashedError
 
 logger = logging.getLogger(__name__)
@@ -30,15 +30,8 @@ def drop_reason(exc: BaseException) -> str:
     return "bad_page" if isinstance(exc, GrownupError) else "model_error"
 
 
-class ArticlePipeline:
+class ArticlePipeline(RuntimeComponent):
     """Fills ``url``, ``title``, ``text``, ``page_type``... on items that asked for an article."""
-
-    def __init__(self, runtime: GrownupRuntime):
-        self.runtime = runtime
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(GrownupRuntime.of(crawler))
 
     async def open_spider(self) -> None:
         await self.runtime.open()

@@ -157,3 +157,14 @@ class GrownupRuntime:
         self.set_stat("queue_depth_max", stats.max_queue)
         if stats.oom_splits:
             self.set_stat("oom_splits", stats.oom_splits)
+
+
+class RuntimeComponent:
+    """Base of the add-on's Scrapy components: built from the crawler, sharing its runtime."""
+
+    def __init__(self, runtime: GrownupRuntime):
+        self.runtime = runtime
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(GrownupRuntime.of(crawler))
