@@ -7,6 +7,7 @@ pickles cheaply between them.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -67,6 +68,13 @@ class PageStructure:
     json_ld: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)  # reasons: "bytes", "nodes", "depth"
     positions: np.ndarray | None = None  # float32 [n, 32] Laplacian eigenvectors
+    # Nodes opened before each run was emitted: places a run exactly between its owner's child
+    # elements (a tail after ``<br>`` vs after the next empty child), which markdown needs.
+    seg_pos: np.ndarray | None = None  # int32 [m]
+    # The few attributes metadata and markdown read (href, rel, datetime, itemprop, ...), only
+    # for nodes that have one; see ``KEPT_ATTRIBUTES``.
+    attrs: dict[int, dict[str, str]] = field(default_factory=dict)
+    raw_text: dict[int, str] = field(default_factory=dict)  # ``<pre>`` text, whitespace kept
 
     @property
     def num_nodes(self) -> int:
@@ -79,6 +87,30 @@ class PageStructure:
         for owner, text in zip(self.seg_owner.tolist(), self.seg_text):
             parts[owner].append(text)
         return [" ".join(p) for p in parts]
+
+    @cached_property
+    def subtree_end(self) -> list[int]:
+        """One past each node's last descendant: in pre-order a subtree is ``range(i, end)``."""
+        size = [1] * self.num_nodes
+        parent = self.parent.tolist()
+        for i in range(self.num_nodes - 1, 0, -1):
+            size[parent[i]] += size[i]
+        return [i + s for i, s in enumerate(size)]
+
+    @cached_property
+    def _runs_by_owner(self) -> tuple[list[int], list[int]]:
+        order = np.argsort(self.seg_owner, kind="stable")
+        return order.tolist(), self.seg_owner[order].tolist()
+
+    def subtree_runs(self, node: int) -> range:
+        """Indices of the text runs inside ``node``'s subtree, contiguous in reading order."""
+        order, owners = self._runs_by_owner
+        lo = bisect_left(owners, node)
+        hi = bisect_left(owners, self.subtree_end[node], lo)
+        if lo == hi:
+            return range(0)
+        runs = order[lo:hi]
+        return range(min(runs), max(runs) + 1)
 
     def text_lengths(self) -> np.ndarray:
         return np.fromiter((len(t) for t in self.node_text), dtype=np.int32,
@@ -216,6 +248,17 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     return root, encoding, truncated, meta, json_ld
 
 
+# Meta keys that repeat once per author; their values are joined with "; ".
+MULTI_VALUE_META = frozenset({"author", "article:author", "citation_author", "dc.creator",
+                              "dcterms.creator", "parsely-author", "sailthru.author"})
+# Attributes kept per tag in ``PageStructure.attrs`` (``itemprop`` is kept on any element).
+KEPT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "a": ("href", "rel"), "link": ("rel", "href"), "base": ("href",), "time": ("datetime",),
+    "ol": ("start",), "td": ("colspan",), "th": ("colspan",), "pre": ("class",),
+    "code": ("class",),
+}
+
+
 def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
     """``<meta>`` name/property -> content and JSON-LD blocks, read before they are removed."""
     meta: dict[str, str] = {}
@@ -224,8 +267,13 @@ def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
         if el.tag == "meta":
             key = el.get("property") or el.get("name") or el.get("itemprop") or el.get("http-equiv")
             value = el.get("content")
-            if key and value and key.lower() not in meta:
-                meta[key.lower()] = value.strip()
+            if not key or not value or not value.strip():
+                continue
+            key, value = key.lower(), value.strip()
+            if key not in meta:
+                meta[key] = value
+            elif key in MULTI_VALUE_META and value not in meta[key].split("; "):
+                meta[key] += "; " + value
         elif (el.get("type") or "").strip().lower() == "application/ld+json" and el.text:
             json_ld.append(el.text.strip())
     return meta, json_ld
@@ -253,6 +301,10 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
     seg_owner: list[int] = []
     seg_sep: list[int] = []
     seg_text: list[str] = []
+    seg_pos: list[int] = []
+    attrs: dict[int, dict[str, str]] = {}
+    raw_text: dict[int, str] = {}
+    kept_attributes = KEPT_ATTRIBUTES
     title = ""
     lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
 
@@ -270,6 +322,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             seg_owner.append(owner)
             seg_sep.append(state["sep"] if seg_text else SEP_BLOCK)
             seg_text.append(" ".join(words))
+            seg_pos.append(len(tags))
             state["sep"] = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
 
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
@@ -299,6 +352,23 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         font.append(font_features(tag, el.get("style"), el.get("size") if tag == "font" else None))
         class_words.append(attribute_words(el.get("class")))
         id_words.append(attribute_words(el.get("id")))
+        names = kept_attributes.get(tag)
+        if names is not None:
+            values = {}
+            for name in names:
+                value = el.get(name)
+                if value:
+                    values[name] = value
+            if values:
+                attrs[idx] = values
+            if tag == "pre":
+                raw_text[idx] = "".join(el.itertext())
+        itemprop = el.get("itemprop")
+        if itemprop:
+            values = attrs.setdefault(idx, {})
+            values["itemprop"] = itemprop
+            if el.get("content"):
+                values["content"] = el.get("content")
         block = tag in BLOCK_TAGS
         if tag == "title" and not title and el.text:
             title = " ".join(el.text.split())
@@ -345,4 +415,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         title=title,
         lang=lang,
         truncated=truncated,
+        seg_pos=np.asarray(seg_pos, dtype=np.int32),
+        attrs=attrs,
+        raw_text=raw_text,
     )

@@ -24,6 +24,7 @@ MODELS_DIR = Path(__file__).parent / "assets" / "models"
 # What ``from_pretrained()`` loads without a name: the most accurate shipped model. The MiniLM
 # model planned as "default" is not trained yet, so this release's default is ``fast``.
 DEFAULT_MODEL = "fast"
+OUTPUT_FORMATS = ("text", "markdown")
 
 
 def shipped_models() -> list[str]:
@@ -32,7 +33,13 @@ def shipped_models() -> list[str]:
 
 
 def resolve_model_dir(name_or_path: str | Path) -> Path:
-    """A shipped model's directory by name, or a user's checkpoint directory by path."""
+    """A shipped model's directory by name, or a user's checkpoint directory by path.
+
+    ``"default"`` names the most accurate shipped model (``DEFAULT_MODEL``) until a model of
+    that name ships.
+    """
+    if name_or_path == "default" and not (MODELS_DIR / "default").is_dir():
+        name_or_path = DEFAULT_MODEL
     candidate = MODELS_DIR / str(name_or_path)
     if isinstance(name_or_path, str) and "/" not in name_or_path and candidate.is_dir():
         return candidate
@@ -47,7 +54,8 @@ class ArticleExtractor:
     """Extracts the main content of web pages with a GROWN+UP node classifier."""
 
     def __init__(self, model, featurizer, name: str = "", device: str | None = None,
-                 threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000):
+                 threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
+                 output_format: str = "text"):
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -57,15 +65,22 @@ class ArticleExtractor:
         self.threshold = threshold
         self.refine = refine
         self.batch_nodes = batch_nodes
+        if output_format not in OUTPUT_FORMATS:
+            raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, "
+                             f"not {output_format!r}")
+        self.output_format = output_format  # what Article.text holds; markdown is always kept
+        self.version = ""  # the weights' checksum prefix, when loaded from files
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
                         threshold: float | None = None, refine: bool | None = None,
-                        limits: PageLimits | None = None) -> "ArticleExtractor":
+                        limits: PageLimits | None = None, output_format: str = "text",
+                        ) -> "ArticleExtractor":
         """Load a shipped model (``"default"``, ``"fast"``) or a directory, offline.
 
         The model's recorded encoder, encoder weights version and feature version must match
         what this installation computes; otherwise ``ModelLoadError`` says which differs.
+        ``output_format="markdown"`` puts ``Article.markdown`` in ``Article.text`` too.
         """
         from .encoders import get_encoder
         from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks
@@ -82,10 +97,15 @@ class ArticleExtractor:
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
             expected_input_blocks=feature_blocks(encoder.dim))
         options = (doc.get("metadata") or {}).get("inference", {})
-        return cls(model, Featurizer(encoder, limits=limits), name=str(name_or_path),
-                   device=device,
-                   threshold=options.get("threshold", 0.5) if threshold is None else threshold,
-                   refine=options.get("refine", False) if refine is None else refine)
+        version = (doc.get("weights_sha256") or "")[:12]
+        extractor = cls(model, Featurizer(encoder, limits=limits), name=str(name_or_path),
+                        device=device,
+                        threshold=options.get("threshold", 0.5) if threshold is None
+                        else threshold,
+                        refine=options.get("refine", False) if refine is None else refine,
+                        output_format=output_format)
+        extractor.version = version
+        return extractor
 
     # -- extraction -----------------------------------------------------------------------------
     def extract(self, html: bytes | str, url: str | None = None,
@@ -120,11 +140,16 @@ class ArticleExtractor:
 
     def articles(self, pages: Sequence[PageStructure]) -> list[Article]:
         """Articles of already parsed pages (the Scrapy pipeline parses in worker processes)."""
-        scores = self.score(pages)
-        return [self.article(page, s) for page, s in zip(pages, scores)]
+        outputs = self.predict(pages)
+        return [self.article(page, o["content"], outputs=o) for page, o in zip(pages, outputs)]
 
     def score(self, pages: Sequence[PageStructure]) -> list[np.ndarray]:
         """Content probability of every node of every page."""
+        return [o["content"] for o in self.predict(pages)]
+
+    def predict(self, pages: Sequence[PageStructure]) -> list[dict]:
+        """Per page: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre`` [G]
+        probabilities (``None`` when the model has no role / genre head)."""
         from torch_geometric.data import Batch
 
         def make_batch(ids):
@@ -132,18 +157,22 @@ class ArticleExtractor:
             return Batch.from_data_list(graphs, exclude_keys=["page"])
 
         return node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
-                                  self.batch_nodes, self.device)
+                                  self.batch_nodes, self.device, heads=True)
 
     def article(self, page: PageStructure, scores: np.ndarray,
-                refine: bool | None = None) -> Article:
-        """The article of ``page`` from its node scores (``refine`` overrides the default)."""
+                refine: bool | None = None, outputs: dict | None = None) -> Article:
+        """The article of ``page`` from its node scores (``refine`` overrides the default);
+        ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
+        from .training.roles import head_fields
+
         keep = content_mask(page, scores, self.threshold,
                             self.refine if refine is None else refine)
+        heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
+            if outputs is not None else {}
         return Article(
+            **heads,
             url=page.url,
-            title=page_title(page),
-            text=assemble_text(page, keep),
-            language=page.lang or page.meta.get("content-language"),
+            **content_fields(page, keep, self.output_format),
             model=self.name,
             truncated=list(page.truncated),
             content_nodes=int(keep.sum()),
@@ -152,36 +181,51 @@ class ArticleExtractor:
 
 
 def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int,
-                       device: str) -> list[np.ndarray]:
+                       device: str, heads: bool = False) -> list:
     """Content probability per node of each page, batching pages by a node budget.
 
     ``make_batch(page_indices)`` builds the model input of those pages; outputs come back
-    in page order.
+    in page order. ``heads=True`` gives per page a dict: ``content`` (those probabilities),
+    ``roles`` ([n, R] role probabilities) and ``genre`` ([G] genre probabilities), None for a
+    head the model lacks.
     """
     import torch
 
     from .store import node_budget_batches
 
-    out: list[np.ndarray | None] = [None] * len(sizes)
+    out: list = [None] * len(sizes)
     model.eval()
     with torch.inference_mode():
         for ids in node_budget_batches(sizes, batch_nodes):
             batch = make_batch(ids).to(device)
-            probs = torch.sigmoid(model(batch).node_logits.float()).cpu().numpy()
+            output = model(batch)
+            probs = torch.sigmoid(output.node_logits.float()).cpu().numpy()
             ptr = batch.ptr.cpu().numpy()
+            if heads:
+                roles, genre = model.head_probabilities(output)
             for j, i in enumerate(ids):
                 out[i] = probs[ptr[j]:ptr[j + 1]]
+                if heads:
+                    out[i] = {"content": out[i],
+                              "roles": roles[ptr[j]:ptr[j + 1]] if roles is not None else None,
+                              "genre": genre[j] if genre is not None else None}
     return out  # type: ignore[return-value]
 
 
-def page_title(page: PageStructure) -> str:
-    """OpenGraph / Twitter title, else ``<title>``, else the first ``<h1>``."""
-    for key in ("og:title", "twitter:title"):
-        if page.meta.get(key):
-            return " ".join(page.meta[key].split())
-    if page.title:
-        return page.title
-    for i, tag in enumerate(page.tags):
-        if tag == "h1" and page.node_text[i]:
-            return page.node_text[i]
-    return ""
+def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "text") -> dict:
+    """``Article`` fields that follow from the content mask: text, markdown and metadata."""
+    from .markdown import to_markdown
+    from .metadata import extract_metadata
+
+    meta = extract_metadata(page, keep)
+    markdown = to_markdown(page, keep)
+    return dict(
+        title=meta.title,
+        text=markdown if output_format == "markdown" else assemble_text(page, keep),
+        markdown=markdown,
+        language=meta.language,
+        authors=meta.authors,
+        published=meta.published,
+        canonical_url=meta.canonical_url,
+        site_name=meta.site_name,
+    )

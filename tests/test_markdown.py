@@ -1,0 +1,178 @@
+"""Markdown output: hand-checked golden pages, the keep rule, and the extractor's output_format."""
+
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scrapy_grownup.alignment import assemble_text
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.limits import PageLimits
+from scrapy_grownup.markdown import to_markdown
+
+GOLDEN = Path(__file__).parent / "golden"
+PAGES = {
+    "article_table": "https://optics.example.com/reviews/lens-comparison-2025?ref=rss",
+    "article_lists": "https://garden.example.org/roses/pruning",
+    "article_links": "https://docs.example.net/v2/release-notes",
+}
+
+
+def content_mask(page, tags=("article", "main")):
+    """All nodes inside the first ``article`` / ``main``: a model-free stand-in for scores."""
+    keep = np.zeros(page.num_nodes, dtype=bool)
+    start = next(i for i, t in enumerate(page.tags) if t in tags)
+    keep[start:page.subtree_end[start]] = True
+    return keep
+
+
+def golden_page(name):
+    return parse_page((GOLDEN / f"{name}.html").read_bytes(), url=PAGES[name], positions=False)
+
+
+def md(html, keep=None, url=None):
+    page = parse_page(html, url=url, positions=False)
+    return to_markdown(page, np.ones(page.num_nodes, bool) if keep is None else keep(page))
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_golden_markdown(name):
+    page = golden_page(name)
+    expected = (GOLDEN / f"{name}.md").read_text(encoding="utf-8")
+    assert to_markdown(page, content_mask(page)) + "\n" == expected
+
+
+def _letters(text):
+    return re.sub(r"\W+", "", text)
+
+
+@pytest.mark.parametrize("name", ["article_table", "article_lists"])
+def test_markdown_has_the_plain_texts_words_once(name):
+    """Same keep rule as assemble_text: markup aside, the same characters in the same order."""
+    page = golden_page(name)
+    keep = content_mask(page)
+    text = assemble_text(page, keep)
+    markdown = to_markdown(page, keep)
+    markdown = re.sub(r"\]\([^)]*\)", "", markdown)  # link targets
+    markdown = re.sub(r"^\s*(?:\d+\.|-|#+|>|```\w*)\s?", "", markdown, flags=re.M)
+    markdown = re.sub(r"^\|(?: --- \|)+$|\\|[*`|\[\]]", "", markdown, flags=re.M)
+    text = re.sub(r"[*`|\[\]]", "", text)
+    assert _letters(markdown) == _letters(text)
+
+
+def test_kept_item_in_unkept_list_is_still_an_item():
+    html = "<html><body><ul><li>one</li><li>two</li></ul><p>boilerplate</p></body></html>"
+
+    def items_only(page):
+        return np.array([t == "li" for t in page.tags])
+
+    assert md(html, items_only) == "- one\n- two"
+
+
+def test_dropped_boilerplate_between_kept_runs_breaks_the_paragraph():
+    html = "<html><body><div>First part<span class=ad> AD </span>second part</div></body></html>"
+
+    def no_span(page):
+        return np.array([t != "span" for t in page.tags])
+
+    assert md(html, no_span) == "First part second part"  # inline boilerplate: a space
+    html = "<html><body><div>First part<div class=ad>AD</div>second part</div></body></html>"
+
+    def outer_div(page):
+        keep = np.array([t != "div" for t in page.tags])
+        keep[page.tags.index("div")] = True
+        return keep
+
+    assert md(html, outer_div) == "First part\n\nsecond part"  # a dropped block: a break
+
+
+def test_nothing_kept_gives_empty_markdown():
+    page = parse_page("<html><body><p>x</p></body></html>", positions=False)
+    assert to_markdown(page, np.zeros(page.num_nodes, bool)) == ""
+    with pytest.raises(ValueError):
+        to_markdown(page, np.ones(page.num_nodes + 1, bool))
+
+
+def test_text_directly_in_a_list_or_table_is_not_lost():
+    assert md("<ul><li>a</li>stray<li>b</li></ul>") == "- a\n\nstray\n\n- b"
+    assert md("<table><tr><td>a</td><td>b</td></tr>loose<tr><td>c</td><td>d</td></tr></table>"
+              ) == "a\n\nb\n\nloose\n\nc\n\nd"
+    # A page over the node cap folds the rest of a list into the list element.
+    items = "".join(f"<li>item {i}</li>" for i in range(30))
+    page = parse_page(f"<html><body><ul>{items}</ul></body></html>",
+                      limits=PageLimits(max_nodes=10), positions=False)
+    out = to_markdown(page, np.ones(page.num_nodes, bool))
+    assert page.truncated == ["nodes"] and all(f"item {i}" in out for i in range(30))
+
+
+def test_links_resolve_and_skip_scripts():
+    html = ('<p><a href="../b.html">rel</a> <a href="javascript:x()">js</a> <a href="#">top</a>'
+            ' <a href="https://x.test/">abs</a> <a href="/img"><img src=i.png></a></p>')
+    assert md(html, url="https://site.test/a/c/page") == (
+        "[rel](https://site.test/a/b.html) js top [abs](https://x.test/)")
+    assert md('<p><a href="p2">no base</a></p>') == "[no base](p2)"
+
+
+def test_headings_and_line_breaks():
+    assert md("<h3>A <br>title</h3><p>a<br>b</p><h7>x</h7>") == "### A title\n\na\nb\n\nx"
+
+
+def test_headerless_table_and_layout_table():
+    assert md("<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>d</td></tr></table>") == (
+        "| | |\n| --- | --- |\n| a | b |\n| c | d |")
+    # One column, or block content in cells: the page's layout, not data.
+    assert md("<table><tr><td>a</td></tr><tr><td>b</td></tr></table>") == "a\n\nb"
+    assert md("<table><tr><td><h2>T</h2></td><td>x</td></tr><tr><td>y</td><td>z</td></tr>"
+              "</table>") == "## T\n\nx\n\ny\n\nz"
+
+
+def test_code_blocks_keep_whitespace_and_fence_backticks():
+    out = md("<pre>a\n  ```\n\tb</pre>")
+    assert out == "````\na\n  ```\n    b\n````"
+    assert md("<p>run <code>ls  -l</code>.</p>") == "run `ls -l`."
+
+
+def test_page_structure_fields_for_markdown_pickle():
+    page = parse_page('<html><body><p>a<br>b<a href="/x" rel="nofollow">c</a></p>'
+                      '<pre class="x">  y\n z</pre></body></html>', positions=False)
+    copy = pickle.loads(pickle.dumps(page))
+    assert copy.seg_pos.tolist() == page.seg_pos.tolist() == [3, 4, 5, 6]
+    anchor = page.tags.index("a")
+    assert copy.attrs[anchor] == {"href": "/x", "rel": "nofollow"}
+    assert copy.raw_text[page.tags.index("pre")] == "  y\n z"
+    assert list(page.subtree_runs(page.tags.index("p"))) == [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def fast_extractor():
+    from scrapy_grownup.extractor import ArticleExtractor
+
+    return ArticleExtractor.from_pretrained("fast", device="cpu", output_format="markdown")
+
+
+def test_output_format_through_the_shipped_model(fast_extractor):
+    html = (GOLDEN / "article_lists.html").read_bytes()
+    article = fast_extractor.extract(html, url=PAGES["article_lists"])
+    assert article.text == article.markdown and article.markdown
+    assert "Secateurs" in article.markdown and "Old gardener" in article.markdown
+    # No title source equals the h1, so <title> wins (":" does not split off a site name).
+    assert article.title == "Pruning roses: a step-by-step guide"
+    assert article.language == "en-GB"
+    # The model's choice of nodes varies; the structure around them does not.
+    lines = article.markdown.splitlines()
+    assert "- Secateurs" in lines and "## Steps" in lines and "3. Cut dead wood." in lines
+    fast_extractor.output_format = "text"
+    try:
+        plain = fast_extractor.extract(html, url=PAGES["article_lists"])
+    finally:
+        fast_extractor.output_format = "markdown"
+    assert plain.markdown == article.markdown and "#" not in plain.text
+
+
+def test_output_format_is_checked():
+    from scrapy_grownup.extractor import ArticleExtractor
+
+    with pytest.raises(ValueError, match="output_format"):
+        ArticleExtractor.from_pretrained("fast", device="cpu", output_format="html")

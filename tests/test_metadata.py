@@ -1,0 +1,172 @@
+"""Metadata: hand-checked golden pages (JSON-LD, OpenGraph/meta, microdata, bylines) and rules."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.metadata import (extract_metadata, headline_node, json_ld_objects,
+                                     normalize_date, split_authors)
+
+GOLDEN = Path(__file__).parent / "golden"
+PAGES = {
+    "news_jsonld": "https://riverside.example.com/news/2025/03/04/bike-lanes?utm=x",
+    "blog_meta": "https://eng.acme.example/blog/faster-builds",
+    "forum_microdata": "https://forum.example.org/t/42",
+    "byline_text": "https://times.example.com/science/tides",
+}
+CONTENT = {"news_jsonld": "article", "blog_meta": "div", "forum_microdata": "div",
+           "byline_text": "div"}
+
+
+def page(html, url=None):
+    return parse_page(html, url=url, positions=False)
+
+
+def mask_of(p, tag, nth=0):
+    """Nodes inside the ``nth`` element ``tag``: a model-free content mask."""
+    start = [i for i, t in enumerate(p.tags) if t == tag][nth]
+    keep = np.zeros(p.num_nodes, dtype=bool)
+    keep[start:p.subtree_end[start]] = True
+    return keep
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_golden_metadata(name):
+    p = page((GOLDEN / f"{name}.html").read_bytes(), PAGES[name])
+    expected = json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))
+    assert asdict(extract_metadata(p)) == expected
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_golden_metadata_with_a_content_mask(name):
+    p = page((GOLDEN / f"{name}.html").read_bytes(), PAGES[name])
+    nth = 1 if name == "byline_text" else 0  # the story, not the header div
+    got = asdict(extract_metadata(p, mask_of(p, CONTENT[name], nth)))
+    expected = json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))
+    if name == "byline_text":  # the content start anchors the byline's dateline
+        expected["published"] = "2025-03-05"
+    assert got == expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("2025-09-04", "2025-09-04"),
+    ("2025-09-04T10:30:00Z", "2025-09-04T10:30:00+00:00"),
+    ("2025-09-04T10:30:00.123+0200", "2025-09-04T10:30:00+02:00"),
+    ("2025-09-04 10:30", "2025-09-04T10:30:00"),
+    ("2025/9/4", "2025-09-04"),
+    ("Thu, 04 Sep 2025 10:30:00 GMT", "2025-09-04T10:30:00+00:00"),
+    ("Thu, 04 Sep 2025 10:30:00 -0500", "2025-09-04T10:30:00-05:00"),
+    ("September 4, 2025", "2025-09-04"),
+    ("Published: Sept. 4th, 2025 at 10am", "2025-09-04"),
+    ("4 September 2025", "2025-09-04"),
+    ("04.09.2025", "2025-09-04"),
+    ("09/04/2025", "2025-09-04"),
+    ("25/12/2024", "2024-12-25"),
+    (1757000000, "2025-09-04T15:33:20+00:00"),
+    ("1757000000000", "2025-09-04T15:33:20+00:00"),
+    ("2025-02-30", None),
+    ("1850-01-01", None),
+    ("yesterday", None),
+    ("", None),
+    (None, None),
+])
+def test_normalize_date(value, expected):
+    assert normalize_date(value) == expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("By Jane Doe", ["Jane Doe"]),
+    ("Written by Jane Doe and John Roe", ["Jane Doe", "John Roe"]),
+    ("Rui Ma, Heba Ledwon & Suparn Patra", ["Rui Ma", "Heba Ledwon", "Suparn Patra"]),
+    ("Doe, Jane", ["Doe, Jane"]),  # "Last, First" stays one name
+    ("Jane Doe, PhD", ["Jane Doe"]),
+    ("Jane Doe; jane doe", ["Jane Doe"]),
+    ("Reyan Perumal Published December 17, 2025", ["Reyan Perumal"]),
+    ("https://www.facebook.com/someone", []),
+    ("undefined", []),
+    ("Name *", []),
+    ("2 weeks ago", []),
+])
+def test_split_authors(value, expected):
+    assert split_authors(value) == expected
+
+
+def test_json_ld_tolerates_wrappers_lists_and_trailing_commas():
+    p = page('<html><head><script type="application/ld+json"><!--\n'
+             '[{"@type": "http://schema.org/BlogPosting", "headline": "H", "author": '
+             '{"@type": "Person", "name": ["Ann", "Lee"]},},]\n--></script>'
+             '<script type="application/ld+json">{not json</script></head><body>x</body></html>')
+    objects = json_ld_objects(p)
+    assert [o["headline"] for o in objects] == ["H"]
+    meta = extract_metadata(p)
+    assert meta.title == "H" and meta.authors == ["Ann Lee"]
+
+
+def test_headline_node_follows_the_content():
+    html = ("<html><body><h1>Site logo</h1><nav>menu</nav><div><h1>The story</h1>"
+            "<p>Body text of the story.</p></div><div><h1>Your privacy</h1><p>cookies</p></div>"
+            "</body></html>")
+    p = page(html)
+    first, story, modal = [i for i, t in enumerate(p.tags) if t == "h1"]
+    assert headline_node(p) == first  # without a model: the first h1
+    keep = np.zeros(p.num_nodes, dtype=bool)
+    keep[p.tags.index("p")] = True
+    assert headline_node(p, keep) == story
+    keep[:] = False
+    assert headline_node(p, keep) == first
+
+
+def test_title_sources_and_site_suffix():
+    # No h1: og:title without the part that names the site.
+    p = page('<html><head><meta property="og:title" content="Big news | Daily Bugle">'
+             '<meta property="og:site_name" content="Daily Bugle"></head><body>x</body></html>')
+    assert extract_metadata(p).title == "Big news"
+    # A part that is not known to be the site stays.
+    p = page("<html><head><title>Plans & Packages | Professional Tutoring</title></head>"
+             "<body>x</body></html>", "https://tutor.example.com/plans")
+    assert extract_metadata(p).title == "Plans & Packages | Professional Tutoring"
+    # The host name is the site.
+    p = page("<html><head><title>Plans - Tutor</title></head><body>x</body></html>",
+             "https://www.tutor.com/plans")
+    assert extract_metadata(p).title == "Plans"
+    assert extract_metadata(page("<p>no title at all</p>")).title == ""
+
+
+def test_published_falls_back_to_time_elements_and_the_url():
+    p = page('<html><body><h1>T</h1><time datetime="2021-05-06T07:08:09+02:00">May 6</time>'
+             "</body></html>")
+    assert extract_metadata(p).published == "2021-05-06T07:08:09+02:00"
+    p = page("<html><body><p>x</p></body></html>", "https://n.example.com/2019/12/31/story")
+    assert extract_metadata(p).published == "2019-12-31"
+    p = page("<html><body><h1>T</h1><p>Updated June 1, 2024</p><p>Posted May 2, 2024</p>"
+             "</body></html>")
+    assert extract_metadata(p).published == "2024-05-02"  # an update is not a publication
+
+
+def test_language_canonical_and_site_name_normalised():
+    p = page('<html lang="EN_us"><head><link rel="Canonical" href="../b?x=1">'
+             '<meta name="application-name" content="App"></head><body>x</body></html>',
+             "https://e.example/a/c")
+    meta = extract_metadata(p)
+    assert (meta.language, meta.canonical_url, meta.site_name) == (
+        "en-US", "https://e.example/b?x=1", "App")
+    p = page('<html lang="not a language"><body>x</body></html>')
+    assert extract_metadata(p).language is None and extract_metadata(p).canonical_url is None
+
+
+def test_repeated_author_meta_is_kept():
+    p = page('<html><head><meta name="citation_author" content="Curie, Marie">'
+             '<meta name="citation_author" content="Curie, Pierre"></head><body>x</body></html>')
+    assert p.meta["citation_author"] == "Curie, Marie; Curie, Pierre"
+    assert extract_metadata(p).authors == ["Curie, Marie", "Curie, Pierre"]
+
+
+def test_article_carries_metadata():
+    from scrapy_grownup.article import Article
+
+    fields = Article(url=None, title="t", text="x").to_dict()
+    assert {"authors", "published", "canonical_url", "site_name", "markdown"} <= set(fields)
