@@ -88,7 +88,7 @@ def test_own_items_get_their_article_and_keep_their_fields(site, tmp_path):
     # a batch that would never fill nor time out: the end of the crawl must flush it
     stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="own_items", settings={
         "GROWNUP_BATCH_PAGES": 10_000, "GROWNUP_BATCH_WAIT_MS": 600_000,
-        "GROWNUP_OUTPUT_FORMAT": "text"})
+        "GROWNUP_OUTPUT_FORMAT": "markdown"})
     index = [item for item in items if item.get("kind") == "index"]
     assert len(index) == 1 and "text" not in index[0]  # not asked for: untouched
     stories = [item for item in items if "section" in item]
@@ -97,9 +97,11 @@ def test_own_items_get_their_article_and_keep_their_fields(site, tmp_path):
     assert stats["grownup/items"] == NUM_STORIES
     for item in stories:
         assert first_paragraph(item["url"]) in item["text"]
+        assert item["text"].startswith("# ")  # GROWNUP_OUTPUT_FORMAT: the headline, Markdown
         if item["section"] == "even":  # a dict: every article field, the user's title kept
             assert item["title"] == "kept title"
             assert "page_type" in item and "timing" in item
+            assert item["authors"] == ["Staff Reporter"] and item["published"].startswith("2026")
         else:  # a dataclass: only the fields it declares
             assert set(item) == {"section", "url", "title", "text"}
     assert stats["grownup/skipped/no_item"] == 1  # the index yielded its own item
