@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--model", default="fast")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", default="auto")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -5,6 +5,7 @@ The README's settings table lists these same names and defaults; a test keeps th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .limits import PageLimits
@@ -19,7 +20,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_QUEUE_SIZE": 256,
     "GROWNUP_MODEL_PROCESS": True,
     "GROWNUP_MODEL_THREADS": 1,
-    "GROWNUP_WORKERS": 2,
+    "GROWNUP_WORKERS": "auto",
     "GROWNUP_MAX_PENDING_PAGES": 64,
     "GROWNUP_MAX_PAGE_BYTES": PageLimits.max_bytes,
     "GROWNUP_MAX_PAGE_NODES": PageLimits.max_nodes,
@@ -77,7 +78,7 @@ class GrownupSettings:
                                            DEFAULTS["GROWNUP_MODEL_PROCESS"]),
             model_threads=settings.getint("GROWNUP_MODEL_THREADS",
                                           DEFAULTS["GROWNUP_MODEL_THREADS"]),
-            workers=settings.getint("GROWNUP_WORKERS", DEFAULTS["GROWNUP_WORKERS"]),
+            workers=_workers(settings.get("GROWNUP_WORKERS", DEFAULTS["GROWNUP_WORKERS"])),
             max_pending_pages=settings.getint("GROWNUP_MAX_PENDING_PAGES",
                                               DEFAULTS["GROWNUP_MAX_PENDING_PAGES"]),
             limits=PageLimits.from_settings(settings),
@@ -94,3 +95,10 @@ class GrownupSettings:
         if values.workers < 0:
             raise ValueError("GROWNUP_WORKERS must be >= 0")
         return values
+
+
+def _workers(value) -> int:
+    """``"auto"``: one featurization process per core but one (the reactor and model need it)."""
+    if str(value).strip().lower() == "auto":
+        return max(1, (os.cpu_count() or 2) - 1)
+    return int(value)

@@ -12,7 +12,7 @@ NEWSPIDER_MODULE = SPIDER_MODULES[0]
 ADDONS = {"scrapy_grownup.Addon": 500}
 
 GROWNUP_MODEL = "default"          # a shipped model name, or a directory of your own
-GROWNUP_WORKERS = 2                # featurization processes
+GROWNUP_WORKERS = "auto"           # featurization processes: one per core but one
 GROWNUP_MIN_TEXT_LENGTH = 1        # drop pages whose article is empty
 GROWNUP_OUTPUT_FORMAT = "text"     # or "markdown"
 
