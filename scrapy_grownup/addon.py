@@ -20,6 +20,7 @@ PRIORITIES = {
     "SPIDER_MIDDLEWARES": (ArticleSpiderMiddleware, 975),  # Depth is 900; nearest the spider
     "ITEM_PIPELINES": (ArticlePipeline, 100),
 }
+WARC_ARCHIVE_PRIORITY = 950
 
 
 class Addon:
@@ -32,3 +33,9 @@ class Addon:
             settings.setdefault(name, value, "addon")
         for setting, (component, priority) in PRIORITIES.items():
             settings.setdefault_in_component_priority_dict(setting, component, priority)
+        if settings.get("GROWNUP_WARC_OUTPUT"):
+            from .warc.archive import WarcArchiveMiddleware
+
+            # Next to the downloader: the archive keeps the bytes as they came off the wire.
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", WarcArchiveMiddleware, WARC_ARCHIVE_PRIORITY)

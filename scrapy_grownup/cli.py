@@ -72,9 +72,22 @@ def cmd_train(args) -> int:
         out=args.out, datasets=args.datasets.split(","), encoder=args.encoder,
         preset=args.preset, epochs=args.epochs, lr=args.lr, batch_nodes=args.batch_nodes,
         patience=args.patience, seed=args.seed, max_pages=args.max_pages, init=args.init,
-        threads=args.threads, overrides=overrides))
+        threads=args.threads, overrides=overrides, genre_weight=args.genre_weight,
+        role_weight=args.role_weight))
     print(json.dumps(result))
     return 0
+
+
+def cmd_genre_cv(args) -> int:
+    from .training.genre import run
+
+    return run(args)
+
+
+def cmd_roles_eval(args) -> int:
+    from .training.roles import run
+
+    return run(args)
 
 
 def cmd_evaluate(args) -> int:
@@ -121,6 +134,18 @@ def cmd_distill(args) -> int:
     return distill_main(args.rest)
 
 
+def cmd_warc(args) -> int:
+    from .warc.command import run
+
+    return run(args)
+
+
+def cmd_pretrain(args) -> int:
+    from .pretraining.command import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grownup", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -149,7 +174,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pages", type=int, default=None, help="per dataset (quick runs)")
     p.add_argument("--init", default=None, help="pre-trained model directory")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--genre-weight", type=float, default=0.0,
+                   help="> 0: also train the page-genre head (page-type set pages)")
+    p.add_argument("--role-weight", type=float, default=0.0,
+                   help="> 0: also train the block-role head (L3S-GN1 pages)")
     p.set_defaults(func=cmd_train)
+
+    from .training import genre as genre_module, roles as roles_module
+
+    p = sub.add_parser("genre-cv", help="10-fold CV of the genre head vs a TF-IDF baseline")
+    genre_module.add_arguments(p)
+    p.set_defaults(func=cmd_genre_cv)
+
+    p = sub.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
+    roles_module.add_arguments(p)
+    p.set_defaults(func=cmd_roles_eval)
 
     p = sub.add_parser("evaluate", help="score models and baselines on test pages")
     p.add_argument("--model", action="append", default=None,
@@ -179,6 +218,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("distill-static", help="distil the static encoder from MiniLM")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_distill)
+
+    from .warc.command import add_arguments as warc_arguments
+
+    p = sub.add_parser("warc", help="featurize WARC/ARC archives into a pre-training corpus",
+                       description="Read archives (or a scrapy-redis queue of them) into "
+                                   "sharded graphs and same-website pairs.")
+    warc_arguments(p)
+    p.set_defaults(func=cmd_warc)
+
+    from .pretraining.command import add_arguments as pretrain_arguments
+
+    p = sub.add_parser("pretrain", help="self-supervised pre-training on a `grownup warc` corpus",
+                       description="Masked node-feature prediction and same-website pairs "
+                                   "(GROWN+UP 2.4); fine-tune with `grownup train --init "
+                                   "OUT/best`.")
+    pretrain_arguments(p)
+    p.set_defaults(func=cmd_pretrain)
     return parser
 
 

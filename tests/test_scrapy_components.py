@@ -38,6 +38,19 @@ def test_addon_registers_components_and_defaults():
     assert settings.get("GROWNUP_BATCH_PAGES") == DEFAULTS["GROWNUP_BATCH_PAGES"]
 
 
+def test_addon_adds_the_warc_archive_only_when_asked(tmp_path):
+    from scrapy_grownup.addon import WARC_ARCHIVE_PRIORITY
+    from scrapy_grownup.warc.archive import WarcArchiveMiddleware
+
+    plain = Settings()
+    Addon().update_settings(plain)
+    assert WarcArchiveMiddleware not in plain.getdict("DOWNLOADER_MIDDLEWARES")
+    archiving = Settings({"GROWNUP_WARC_OUTPUT": str(tmp_path)})
+    Addon().update_settings(archiving)
+    assert archiving.getdict("DOWNLOADER_MIDDLEWARES")[WarcArchiveMiddleware] == \
+        WARC_ARCHIVE_PRIORITY
+
+
 def test_addon_skips_itself_when_disabled():
     with pytest.raises(NotConfigured):
         Addon().update_settings(Settings({"GROWNUP_ENABLED": False}))

@@ -6,8 +6,14 @@ at their defaults (the README lists them all).
 
 BOT_NAME = "news"
 # Works whether the project is run as ``news`` (scrapy.cfg) or ``example_project.news`` (demo).
-SPIDER_MODULES = [__name__.rsplit(".", 1)[0] + ".spiders"]
+SPIDER_MODULES = [__name__.rsplit(".", 1)[0] + ".spiders", "scrapy_grownup.warc.spider"]
 NEWSPIDER_MODULE = SPIDER_MODULES[0]
+try:  # the scale-out spider needs scrapy-redis
+    import scrapy_redis  # noqa: F401
+except ImportError:
+    pass
+else:
+    SPIDER_MODULES.append("scrapy_grownup.warc.scaleout")
 
 ADDONS = {"scrapy_grownup.Addon": 500}
 

@@ -1,0 +1,267 @@
+"""The Scrapy side: ``grownup warc``, ``scrapy crawl grownup_warc``, and crawl -> WARC -> corpus."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.warc.reader import Candidate, RecordReader
+from scrapy_grownup.warc.sources import Source
+from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def pages() -> list[tuple[str, bytes]]:
+    try:
+        return dataset_pages(6)
+    except DatasetNotAvailable as exc:
+        pytest.skip(f"dragnet pages not available: {exc}")
+
+
+def env() -> dict:
+    out = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
+    return out
+
+
+def grownup(*args, cwd=None, timeout=180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scrapy_grownup.cli", "warc", *map(str, args)],
+                          capture_output=True, text=True, env=env(), cwd=cwd, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_cli_exit_codes(tmp_path, pages):
+    empty = write_warc(tmp_path / "css.warc.gz", [("http://a.example/s.css", b"p {}", "text/css")])
+    result = grownup(empty, "--output", tmp_path / "none", "--workers", "0")
+    assert result.returncode == 1, result.stderr[-2000:]  # nothing was read
+    summary = json.loads(result.stderr.strip().splitlines()[-1])
+    assert summary["pages"] == 0 and summary["skipped"] == {"not_html": 1, "request": 1,
+                                                            "warcinfo": 1}
+    assert grownup("--output", tmp_path / "x").returncode == 2  # no input
+    assert grownup(tmp_path / "nothing.warc").returncode == 2  # no --output
+
+
+@pytest.mark.slow
+def test_scrapy_crawl_in_a_project(tmp_path, pages):
+    """``scrapy crawl grownup_warc -a paths=... -a output=...`` with the spider registered
+    through SPIDER_MODULES, featurization in a worker process, pages as 'resource' records."""
+    try:
+        many = dataset_pages(40)
+    except DatasetNotAvailable as exc:
+        pytest.skip(f"dragnet pages not available: {exc}")
+    sliced = tmp_path / "stored-pages.warc.gz"
+    _write_resources(sliced, [(f"http://news{i % 5}.example/2012/{i % 3}/a{i}.html", html)
+                              for i, (_, html) in enumerate(many)])
+    project = tmp_path / "project"
+    (project / "warcproj").mkdir(parents=True)
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = warcproj.settings\n")
+    (project / "warcproj" / "__init__.py").write_text("")
+    modules = ["scrapy_grownup.warc.spider"]
+    if importlib.util.find_spec("scrapy_redis") is not None:
+        modules.append("scrapy_grownup.warc.scaleout")
+    (project / "warcproj" / "settings.py").write_text(f"SPIDER_MODULES = {modules!r}\n" +
+                                                      textwrap.dedent("""
+        REMOTE_CONTROL_ENABLED = False
+        LOG_LEVEL = "INFO"
+        GROWNUP_WORKERS = 1
+        GROWNUP_WARC_SHARD_PAGES = 16
+    """))
+    out = tmp_path / "corpus"
+    environment = env()
+    environment["PYTHONPATH"] += os.pathsep + str(project)
+    result = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "grownup_warc", "-a", f"paths={sliced}",
+         "-a", f"output={out}"], cwd=project, capture_output=True, text=True, env=environment,
+        timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pages"] == 40 and manifest["shards"] == 3
+    assert "'grownup/warc/pages': 40" in result.stderr
+    assert "'grownup/warc/corpus/pairs'" in result.stderr
+
+
+def _write_resources(path: Path, pages: list[tuple[str, bytes]]) -> None:
+    import io
+
+    from warcio.warcwriter import WARCWriter
+
+    with open(path, "wb") as handle:
+        writer = WARCWriter(handle, gzip=True)
+        for url, body in pages:
+            writer.write_record(writer.create_warc_record(
+                url, "resource", payload=io.BytesIO(body), length=len(body),
+                warc_content_type="text/html"))
+
+
+CRAWL = """
+import sys
+from pathlib import Path
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+from example_project.news_site import serve, write_site
+
+root, archive = Path(sys.argv[1]), sys.argv[2]
+write_site(root)
+server, base = serve(root)
+
+
+class NewsCrawl(scrapy.Spider):
+    name = "news_roundtrip"
+    start_urls = [base + "/index.html"]
+
+    def parse(self, response):
+        yield from response.follow_all(css="a", callback=self.parse)
+
+
+process = CrawlerProcess({
+    "GROWNUP_WARC_OUTPUT": archive,
+    "GROWNUP_WARC_OUTPUT_MAX_BYTES": 20000,
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_grownup.warc.archive.WarcArchiveMiddleware": 950},
+    "LOG_LEVEL": "WARNING", "REMOTE_CONTROL_ENABLED": False, "TELNETCONSOLE_ENABLED": False,
+})
+crawler = process.create_crawler(NewsCrawl)
+process.crawl(crawler)
+process.start()
+server.shutdown()
+print(crawler.stats.get_value("grownup/warc/archive/responses"))
+"""
+
+
+@pytest.mark.slow
+def test_crawl_archive_pretrain_round_trip(tmp_path):
+    """A live crawl archives its responses; the WARC spider turns the archive into a corpus."""
+    site, archive, out = tmp_path / "site", tmp_path / "archive", tmp_path / "corpus"
+    script = tmp_path / "crawl.py"
+    script.write_text(CRAWL)
+    result = subprocess.run([sys.executable, str(script), str(site), str(archive)],
+                            capture_output=True, text=True, env=env(), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    responses = int(result.stdout.strip().splitlines()[-1])
+    html_files = sorted(site.glob("*.html"))
+    assert responses > len(html_files)  # pages and the 404s of the missing section pages
+    warcs = sorted(archive.iterdir())
+    assert len(warcs) > 1 and all(p.name.endswith(".warc.gz") for p in warcs)  # rotated, closed
+
+    counts: dict[str, int] = {}
+    urls = []
+    for path in warcs:
+        for event in RecordReader(Source(str(path))):
+            reason = "PAGE" if isinstance(event, Candidate) else event.reason
+            counts[reason] = counts.get(reason, 0) + 1
+            if reason == "PAGE":
+                urls.append(event.url)
+    # The start URL is fetched twice (start requests are not deduplicated): two captures.
+    assert len(set(urls)) == len(html_files) and counts["request"] == responses
+
+    result = grownup(archive, "--output", out, "--workers", "1", "--shard-pages", "8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pages"] == len(urls)  # every capture is a page...
+    assert manifest["skipped"]["http_404"] >= 1 and manifest["skipped"]["request"] == responses
+    # ...and pairs take each URL once.
+    assert manifest["sites"] == 1 and manifest["pairs"] == len(html_files) // 2
+    index = json.loads((out / "index.json").read_text())
+    assert sum(s["pages"] for s in index["shards"]) == len(urls)
+
+    # Rerun: finished archives are skipped, the corpus is unchanged.
+    again = grownup(archive, "--output", out, "--workers", "0", "--shard-pages", "8")
+    assert again.returncode == 0
+    assert json.loads(again.stderr.strip().splitlines()[-1])["this_run"] == {
+        "files_already_done": len(warcs)}
+
+
+def test_archive_middleware_records(tmp_path):
+    from scrapy.http import HtmlResponse, Request, Response
+
+    from scrapy_grownup.warc.archive import RotatingWarcWriter, WarcArchiveMiddleware
+
+    writer = RotatingWarcWriter(tmp_path, prefix="t", max_bytes=10_000_000)
+    middleware = WarcArchiveMiddleware(writer)
+    html = b"<html><head><title>T</title></head><body><p>Hello archive</p></body></html>"
+    request = Request("https://a.example/x?y=1", headers={"User-Agent": "test"})
+    compressed = HtmlResponse(
+        request.url, status=200, body=gzip.compress(html), request=request,
+        headers={"Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip",
+                 "Transfer-Encoding": "chunked"})
+    assert middleware.process_response(request, compressed) is compressed
+    missing = Response("https://a.example/404", status=404, body=b"no", request=request)
+    middleware.process_response(request, missing)
+    local = Response("file:///tmp/page.html", body=html,
+                     headers={"Content-Type": "text/html"})
+    middleware.process_response(Request("file:///tmp/page.html"), local)
+    assert list(tmp_path.glob("*.open"))
+    middleware.spider_closed()
+    files = list(tmp_path.glob("t-*.warc.gz"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.open"))
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(files[0], "rb") as handle:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"),
+                    r.http_headers.get_header("X-Crawler-Transfer-Encoding")
+                    if r.http_headers else None) for r in ArchiveIterator(handle)]
+    assert [r[0] for r in records] == ["warcinfo", "request", "response", "request",
+                                       "response", "resource"]
+    assert records[2][2] == "chunked"
+    events = list(RecordReader(Source(str(files[0]))))
+    found = [e for e in events if isinstance(e, Candidate)]
+    assert [c.url for c in found] == ["https://a.example/x?y=1", "file:///tmp/page.html"]
+    assert found[0].body == html  # stored content-encoded, read back decoded
+    assert any(getattr(e, "reason", "") == "http_404" for e in events)
+
+
+def test_archive_rotation(tmp_path):
+    from scrapy.http import HtmlResponse, Request
+
+    from scrapy_grownup.warc.archive import RotatingWarcWriter, WarcArchiveMiddleware
+
+    middleware = WarcArchiveMiddleware(RotatingWarcWriter(tmp_path, max_bytes=2_000),
+                                       requests=False)
+    for i in range(10):
+        request = Request(f"http://a.example/{i}")
+        body = os.urandom(1500)  # incompressible: each response fills most of a file
+        middleware.process_response(request, HtmlResponse(request.url, body=body,
+                                                          request=request))
+    middleware.spider_closed()
+    files = sorted(tmp_path.glob("*.warc.gz"))
+    assert len(files) == 10 and len({p.name for p in files}) == 10
+    total = sum(1 for p in files for e in RecordReader(Source(str(p)))
+                if getattr(e, "reason", None) != "warcinfo")
+    assert total == 10
+
+
+def test_settings_and_their_readme_rows():
+    import re
+
+    from scrapy_grownup.warc.settings import WARC_DEFAULTS, WarcSettings
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(GROWNUP_WARC_[A-Z_]+)` \| `([^`]*)` \|", text, re.M))
+    assert rows == {name: repr(value) for name, value in WARC_DEFAULTS.items()}
+
+    parsed = WarcSettings.from_settings({"GROWNUP_WARC_RECORD_TYPES": "response, resource",
+                                         "GROWNUP_WORKERS": "0", "GROWNUP_MAX_PAGE_NODES": 50,
+                                         "GROWNUP_WARC_ITEMS": "true"})
+    assert parsed.record_types == ("response", "resource") and parsed.items
+    assert parsed.workers == 0 and parsed.limits.max_nodes == 50  # the live crawl's settings
+    assert WarcSettings.from_settings(None).shard_pages == WARC_DEFAULTS[
+        "GROWNUP_WARC_SHARD_PAGES"]
+    for bad in ({"GROWNUP_WARC_SHARD_PAGES": 0}, {"GROWNUP_WARC_RECORD_TYPES": ""},
+                {"GROWNUP_WORKERS": -1}):
+        with pytest.raises(ValueError):
+            WarcSettings.from_settings(bad)
