@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _SEPARATORS = re.compile(r"[\s\-_:./#\[\]()]+|\d+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
+@lru_cache(maxsize=65536)  # class names repeat across a page and a site
 def attribute_words(value: str | None) -> str:
     """Split an attribute value into lower-case words.
 

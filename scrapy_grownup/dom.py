@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from lxml import etree
@@ -179,9 +179,12 @@ def _parser() -> etree.HTMLParser:
     return etree.HTMLParser(encoding="utf-8", **_PARSER_OPTIONS)
 
 
+@lru_cache(maxsize=4096)
 def _norm_tag(tag) -> str | None:
+    """Lower-case local name; ``None`` for comments, PIs and entities (their ``tag`` is a
+    function). Cached: a page repeats a few dozen tag names thousands of times."""
     if not isinstance(tag, str):
-        return None  # comment, processing instruction, entity
+        return None
     if tag.startswith("{"):
         tag = tag.rsplit("}", 1)[1]
     return tag.lower()

@@ -6,6 +6,7 @@ No CSS cascade and no rendering: the page's own markup is the only source, as in
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 FONT_WEIGHTS = ("normal", "bold", "unknown")
 FONT_STYLES = ("normal", "italic", "oblique", "unknown")
@@ -102,6 +103,7 @@ def _font_shorthand(value: str) -> tuple[int, int, int]:
     return weight, style, size
 
 
+@lru_cache(maxsize=16384)  # (tag, style) pairs repeat; parsing CSS each time was a hot spot
 def font_features(tag: str, style: str | None, font_size_attr: str | None) -> tuple[int, int, int]:
     """(weight, style, size) bucket indices for one element.
 
