@@ -1,4 +1,4 @@
-"""The ``grownup`` command: extract, train, evaluate, inspect, export, distill-static."""
+"""The ``grownup`` command: extract, train, evaluate, inspect, warc, pretrain and helpers."""
 
 from __future__ import annotations
 
