@@ -58,7 +58,6 @@ class PageStructure:
     font: np.ndarray  # int8 [n, 3]: weight, style, size bucket indices
     class_words: list[str]
     id_words: list[str]
-    locator: list[str]  # positional XPath, stable for the same bytes
     seg_owner: np.ndarray  # int32 [m]
     seg_sep: np.ndarray  # int8 [m]: SEP_NONE / SEP_SPACE / SEP_BLOCK before the segment
     seg_text: list[str]  # whitespace-normalised, never empty
@@ -79,6 +78,21 @@ class PageStructure:
     @property
     def num_nodes(self) -> int:
         return len(self.tags)
+
+    @cached_property
+    def locator(self) -> list[str]:
+        """Each node's positional XPath (``/html/body[1]/div[2]``), resolvable against the tree
+        ``parse_tree`` returns. Derived on demand: the caps drop nodes in document order, so a
+        kept node's earlier same-tag siblings are all kept and its index can be counted here."""
+        paths: list[str] = []
+        seen: dict[tuple[int, str], int] = {}
+        for i, (tag, par) in enumerate(zip(self.tags, self.parent.tolist())):
+            if par < 0:
+                paths.append(f"/{tag}")
+                continue
+            count = seen[par, tag] = seen.get((par, tag), 0) + 1
+            paths.append(f"{paths[par]}/{tag}[{count}]")
+        return paths
 
     @cached_property
     def node_text(self) -> list[str]:
@@ -300,7 +314,6 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
     font: list[tuple[int, int, int]] = []
     class_words: list[str] = []
     id_words: list[str] = []
-    locator: list[str] = []
     seg_owner: list[int] = []
     seg_sep: list[int] = []
     seg_text: list[str] = []
@@ -329,13 +342,13 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             state["sep"] = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
 
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
-    stack: list = [(root, -1, 0, 0, f"/{_norm_tag(root.tag)}")]
+    stack: list = [(root, -1, 0, 0)]
     while stack:
         item = stack.pop()
         if type(item) is _Tail:
             emit(item.owner, item.text, item.block)
             continue
-        el, par, dep, index, loc = item
+        el, par, dep, index = item
         tag = _norm_tag(el.tag)
         if tag is None:
             continue
@@ -351,7 +364,6 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         parent.append(par)
         depth.append(dep)
         child_index.append(index)
-        locator.append(loc)
         font.append(font_features(tag, el.get("style"), el.get("size") if tag == "font" else None))
         class_words.append(attribute_words(el.get("class")))
         id_words.append(attribute_words(el.get("id")))
@@ -385,12 +397,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             if block:
                 state["sep"] = SEP_BLOCK
             continue
-        seen: dict[str, int] = {}
-        entries = []
-        for position, child in enumerate(children):
-            ctag = _norm_tag(child.tag)
-            seen[ctag] = seen.get(ctag, 0) + 1
-            entries.append((child, idx, dep + 1, position, f"{loc}/{ctag}[{seen[ctag]}]"))
+        entries = [(child, idx, dep + 1, position) for position, child in enumerate(children)]
         # Comments and PIs were removed by the parser, so every child's tail belongs to el.
         for entry in reversed(entries):
             child = entry[0]
@@ -411,7 +418,6 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         font=np.asarray(font, dtype=np.int8).reshape(n, 3),
         class_words=class_words,
         id_words=id_words,
-        locator=locator,
         seg_owner=np.asarray(seg_owner, dtype=np.int32),
         seg_sep=np.asarray(seg_sep, dtype=np.int8),
         seg_text=seg_text,
