@@ -5,6 +5,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Batch, Data
@@ -12,7 +13,8 @@ from torch_geometric.data import Batch, Data
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model import (
     PRESETS, ArcFaceHead, GraphConvGated, GrownUpBackbone, GrownUpModel, ModelConfig,
-    count_parameters, plan_attention_groups, random_flip_positions, weighted_bce_with_smoothing,
+    count_parameters, masked_cross_entropy, plan_attention_groups, random_flip_positions,
+    weighted_bce_with_smoothing,
 )
 
 @pytest.fixture(autouse=True, scope="module")
@@ -258,6 +260,96 @@ def test_li_arcface_logits_by_hand():
     torch.testing.assert_close(head.loss(feats, torch.tensor([1])), expected)
 
 
+def test_arcface_margin_behaviour():
+    torch.manual_seed(0)
+    head = ArcFaceHead(6, 4, scale=5.0, margin=0.3)
+    feats = torch.randn(5, 6)
+    labels = torch.tensor([0, 3, -1, 2, 1])
+    plain, margin = head(feats), head(feats, labels)
+    # only the true class's logit moves, by exactly s * 2m / pi; unlabelled rows are untouched
+    diff = plain - margin
+    expected = torch.zeros_like(diff)
+    rows = labels >= 0
+    expected[rows.nonzero().squeeze(1), labels[rows]] = 5.0 * 2 * 0.3 / math.pi
+    torch.testing.assert_close(diff, expected, atol=1e-5, rtol=0)
+    # logits live in [-s, s]; scaling a feature vector changes nothing (cosine classifier)
+    assert plain.abs().max() <= 5.0 + 1e-5
+    torch.testing.assert_close(head(3.7 * feats), plain, atol=1e-5, rtol=1e-5)
+    # the margin makes the training loss harder than the plain cross-entropy
+    assert head.loss(feats, labels) > torch.nn.functional.cross_entropy(plain, labels,
+                                                                        ignore_index=-1)
+    probs = head.probabilities(feats)
+    torch.testing.assert_close(probs, torch.softmax(plain, -1))
+    torch.testing.assert_close(probs.sum(-1), torch.ones(5))
+    # no labelled row: a zero loss that still backpropagates (no NaN)
+    feats.requires_grad_(True)
+    empty = head.loss(feats, torch.full((5,), -1))
+    empty.backward()
+    assert empty.item() == 0.0 and torch.isfinite(feats.grad).all()
+
+
+def test_arcface_training_separates_classes():
+    torch.manual_seed(0)
+    centers = torch.randn(3, 8)
+    labels = torch.arange(60) % 3
+    feats = centers[labels] + 0.3 * torch.randn(60, 8)
+    head = ArcFaceHead(8, 3)
+    opt = torch.optim.Adam(head.parameters(), lr=0.05)
+    for _ in range(60):
+        opt.zero_grad()
+        head.loss(feats, labels).backward()
+        opt.step()
+    assert (head(feats).argmax(1) == labels).float().mean() == 1.0
+
+
+def test_genre_and_role_heads_shapes_and_gradients():
+    model = tiny_model(num_genres=7, num_roles=6, genre_names=[f"g{i}" for i in range(7)]).train()
+    assert model.genre_names[3] == "g3" and model.role_names == [f"role_{i}" for i in range(6)]
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (4, 9, 6)])
+    genre_y = torch.tensor([2, -1, 6])
+    out = model(batch, genre_labels=genre_y)
+    assert out.genre_logits.shape == (3, 7) and out.role_logits.shape == (19, 6)
+    role_y = torch.full((19,), -1)
+    role_y[:5] = torch.tensor([0, 1, 2, 5, 5])
+    loss = masked_cross_entropy(out.genre_logits, genre_y) + \
+        masked_cross_entropy(out.role_logits, role_y, torch.tensor([0.5, 1, 1, 1, 1, 2.0]))
+    loss.backward()
+    for name in ("genre_head.weight", "role_head.net.weight", "backbone.prelim.0.op.lin.weight"):
+        grad = dict(model.named_parameters())[name].grad
+        assert grad is not None and grad.abs().sum() > 0, name
+    roles, genre = model.eval().head_probabilities(model(batch))
+    assert roles.shape == (19, 6) and genre.shape == (3, 7)
+    assert np.allclose(roles.sum(1), 1, atol=1e-5) and np.allclose(genre.sum(1), 1, atol=1e-5)
+    # without heads: no outputs
+    plain = tiny_model().eval()
+    out = plain(batch)
+    assert out.genre_logits is None and out.role_logits is None
+    assert plain.head_probabilities(out) == (None, None)
+
+
+def test_masked_cross_entropy():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, -5.0]], requires_grad=True)
+    targets = torch.tensor([0, -1, 1])
+    expected = torch.nn.functional.cross_entropy(logits[[0, 2]], targets[[0, 2]])
+    torch.testing.assert_close(masked_cross_entropy(logits, targets), expected)
+    masked_cross_entropy(logits, targets).backward()
+    assert (logits.grad[1] == 0).all()
+    assert masked_cross_entropy(logits, torch.tensor([-1, -1, -1])).item() == 0.0
+
+
+def test_head_names_are_validated():
+    with pytest.raises(ValueError, match="genre_names"):
+        tiny_config(num_genres=3, genre_names=["a", "b"])
+    with pytest.raises(ValueError, match="duplicate role_names"):
+        tiny_config(num_roles=2, role_names=["a", "a"])
+    cfg = tiny_config(num_genres=2, genre_names=["x", "y"])
+    assert ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    # a config written before the name fields existed still reads
+    old = cfg.to_dict()
+    del old["genre_names"], old["role_names"]
+    assert ModelConfig.from_dict(old).genre_names == []
+
+
 def test_weighted_bce_ignores_unlabelled_nodes():
     logits = torch.tensor([2.0, -1.0, 0.5, 3.0])
     targets = torch.tensor([1.0, 0.0, -1.0, 1.0])
@@ -339,6 +431,51 @@ def test_save_load_round_trip(tmp_path):
     assert next(half.parameters()).dtype == torch.float32
     with torch.no_grad():
         torch.testing.assert_close(half(batch).node_logits, ref.node_logits, atol=2e-2, rtol=2e-2)
+
+
+def test_save_load_round_trip_with_genre_and_role_heads(tmp_path):
+    model = tiny_model(num_genres=7, num_roles=6, genre_names=list("abcdefg"),
+                       role_names=["n", "h", "m", "s", "r", "c"]).eval()
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (5, 8)])
+    with torch.no_grad():
+        ref = model(batch)
+    model.save_pretrained(tmp_path / "m", fp16=True)
+    doc = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert doc["tensors"]["genre_head.weight"] == [7, 16]
+    assert doc["config"]["role_names"][5] == "c"
+    loaded = GrownUpModel.from_pretrained(tmp_path / "m")
+    assert loaded.genre_names == list("abcdefg") and loaded.role_names[1] == "h"
+    with torch.no_grad():
+        out = loaded(batch)
+    torch.testing.assert_close(out.genre_logits, ref.genre_logits, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(out.role_logits, ref.role_logits, atol=3e-2, rtol=3e-2)
+    assert (out.role_logits.argmax(1) == ref.role_logits.argmax(1)).float().mean() > 0.9
+
+    # weights and config.json that disagree about the heads are refused, saying why
+    def with_config(name, **changes):
+        target = tmp_path / name
+        target.mkdir()
+        for f in (tmp_path / "m").iterdir():
+            (target / f.name).write_bytes(f.read_bytes())
+        edited = json.loads((target / "config.json").read_text())
+        edited["config"].update(changes)
+        (target / "config.json").write_text(json.dumps(edited))
+        return target
+
+    with pytest.raises(ModelLoadError, match="unexpected tensors.*genre_head"):
+        GrownUpModel.from_pretrained(with_config("nogenre", num_genres=0, genre_names=[]))
+    with pytest.raises(ModelLoadError, match="wrong shapes.*role_head"):
+        GrownUpModel.from_pretrained(with_config("roles5", num_roles=5, role_names=[]))
+    tiny_model().save_pretrained(tmp_path / "plain")
+    doc = json.loads((tmp_path / "plain" / "config.json").read_text())
+    doc["config"]["num_roles"] = 6
+    (tmp_path / "plain" / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelLoadError, match="missing tensors.*role_head"):
+        GrownUpModel.from_pretrained(tmp_path / "plain")
+    with pytest.raises(ModelLoadError, match="invalid model config.*genre_names"):
+        GrownUpModel.from_pretrained(with_config("names", genre_names=["a"]))
+    with pytest.raises(ModelLoadError, match="unknown model config keys"):
+        GrownUpModel.from_pretrained(with_config("future", page_heads=2))
 
 
 def test_load_errors(tmp_path):

@@ -4,12 +4,14 @@ from .augment import random_flip_positions
 from .backbone import GrownUpBackbone, plan_attention_groups
 from .config import ENCODER_DIMS, PRESETS, ModelConfig, count_parameters
 from .grownup import FORMAT_VERSION, GrownUpModel, ModelOutput
-from .heads import ArcFaceHead, NodeHead, weighted_bce_with_smoothing
+from .heads import (ArcFaceHead, NodeHead, PageBatchNorm, masked_cross_entropy,
+                    weighted_bce_with_smoothing)
 from .layers import GraphBlock, GraphConvGated, LinearOnly, QuickGELU, TransformerBlock
 
 __all__ = [
     "ArcFaceHead", "ENCODER_DIMS", "FORMAT_VERSION", "GraphBlock", "GraphConvGated",
     "GrownUpBackbone", "GrownUpModel", "LinearOnly", "ModelConfig", "ModelOutput", "NodeHead",
-    "PRESETS", "QuickGELU", "TransformerBlock", "count_parameters", "plan_attention_groups",
-    "random_flip_positions", "weighted_bce_with_smoothing",
+    "PageBatchNorm",
+    "PRESETS", "QuickGELU", "TransformerBlock", "count_parameters", "masked_cross_entropy",
+    "plan_attention_groups", "random_flip_positions", "weighted_bce_with_smoothing",
 ]

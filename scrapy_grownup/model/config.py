@@ -45,11 +45,19 @@ class ModelConfig:
     num_genres: int = 0             # > 0 adds a Li-ArcFace genre head on the page features
     arcface_scale: float = 5.0
     arcface_margin: float = 0.3
+    # Standardise the page features over the batch (BatchNorm, no affine) before the genre
+    # head: mean readouts of different pages are nearly parallel (cosine ~0.98 at init), which
+    # a cosine classifier cannot separate without it.
+    genre_batchnorm: bool = True
     num_roles: int = 0              # > 0 adds a multi-class per-node role head
+    genre_names: list[str] = field(default_factory=list)  # class names of the genre head
+    role_names: list[str] = field(default_factory=list)   # class names of the role head
 
     def __post_init__(self) -> None:
         self.input_blocks = [(str(name), int(size)) for name, size in self.input_blocks]
         self.prelim_sizes = [int(s) for s in self.prelim_sizes]
+        self.genre_names = [str(n) for n in self.genre_names]
+        self.role_names = [str(n) for n in self.role_names]
         self.validate()
 
     # -- checks ---------------------------------------------------------------------------------
@@ -69,6 +77,14 @@ class ModelConfig:
                      "num_roles"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
+        for classes, count, what in ((self.genre_names, self.num_genres, "genre"),
+                                     (self.role_names, self.num_roles, "role")):
+            if classes and len(classes) != count:
+                problems.append(f"{len(classes)} {what}_names for num_{what}s={count}")
+            if len(set(classes)) != len(classes):
+                problems.append(f"duplicate {what}_names {classes}")
+        if self.num_genres and self.arcface_scale <= 0:
+            problems.append("arcface_scale must be positive")
         if any(s <= 0 for s in self.prelim_sizes):
             problems.append(f"prelim_sizes must be positive: {self.prelim_sizes}")
         if self.num_transformer_layers and self.hidden_size % self.num_heads:

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from ..errors import ModelLoadError
 from .backbone import GrownUpBackbone
 from .config import ModelConfig
-from .heads import ArcFaceHead, NodeHead
+from .heads import ArcFaceHead, NodeHead, PageBatchNorm
 
 FORMAT_VERSION = 1
 WEIGHTS_NAME = "model.safetensors"
@@ -37,6 +37,7 @@ class ModelOutput:
     page_features: Tensor                # [B, K]
     genre_logits: Tensor | None = None   # [B, num_genres] (with margin when labels were given)
     role_logits: Tensor | None = None    # [N, num_roles]
+    genre_features: Tensor | None = None  # [B, K] what the genre head sees (normalised pages)
 
 
 class GrownUpModel(nn.Module):
@@ -48,16 +49,42 @@ class GrownUpModel(nn.Module):
         self.node_head = NodeHead(k, config.node_head_hidden, 1)
         self.genre_head = (ArcFaceHead(k, config.num_genres, config.arcface_scale,
                                        config.arcface_margin) if config.num_genres else None)
+        self.genre_norm = (PageBatchNorm(k) if config.num_genres and config.genre_batchnorm
+                           else None)
         self.role_head = (NodeHead(k, config.node_head_hidden, config.num_roles)
                           if config.num_roles else None)
+
+    @property
+    def genre_names(self) -> list[str]:
+        """Names of the genre head's classes (``genre_<i>`` when the config has none)."""
+        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+
+    @property
+    def role_names(self) -> list[str]:
+        """Names of the role head's classes (``role_<i>`` when the config has none)."""
+        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
     def forward(self, batch: Any, genre_labels: Tensor | None = None) -> ModelOutput:
         """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and
         ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
         nodes, pages = self.backbone(batch)
-        genre = self.genre_head(pages, genre_labels) if self.genre_head is not None else None
+        genre = genre_features = None
+        if self.genre_head is not None:
+            genre_features = self.genre_norm(pages) if self.genre_norm is not None else pages
+            genre = self.genre_head(genre_features, genre_labels)
         roles = self.role_head(nodes) if self.role_head is not None else None
-        return ModelOutput(self.node_head(nodes), nodes, pages, genre, roles)
+        return ModelOutput(self.node_head(nodes), nodes, pages, genre, roles, genre_features)
+
+    def head_probabilities(self, output: ModelOutput) -> tuple[Any, Any]:
+        """``(roles [N, R], genre [B, G])`` numpy probabilities of ``output`` (None for a head
+        the model lacks). Genre: softmax of the un-margined Li-ArcFace logits."""
+        roles = genre = None
+        with torch.no_grad():
+            if output.role_logits is not None:
+                roles = torch.softmax(output.role_logits.float(), -1).cpu().numpy()
+            if self.genre_head is not None:
+                genre = self.genre_head.probabilities(output.genre_features).cpu().numpy()
+        return roles, genre
 
     # -- persistence ----------------------------------------------------------------------------
     def save_pretrained(self, directory: str | os.PathLike, fp16: bool = False,

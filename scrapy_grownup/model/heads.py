@@ -67,12 +67,47 @@ class ArcFaceHead(nn.Module):
         return self.scale * linear
 
     def loss(self, features: Tensor, labels: Tensor) -> Tensor:
-        """Softmax cross-entropy on the margin logits (rows with label -1 ignored)."""
-        return F.cross_entropy(self(features, labels), labels, ignore_index=-1)
+        """Softmax cross-entropy on the margin logits (rows with label -1 ignored; with no
+        labelled row the result is a zero that keeps the graph)."""
+        return masked_cross_entropy(self(features, labels), labels)
+
+    def probabilities(self, features: Tensor) -> Tensor:
+        """Class probabilities: softmax of the un-margined logits ``s (pi - 2 theta) / pi``."""
+        return torch.softmax(self(features), dim=-1)
 
     def extra_repr(self) -> str:
         return (f"{self.weight.shape[1]}, classes={self.weight.shape[0]}, s={self.scale}, "
                 f"m={self.margin}")
+
+
+class PageBatchNorm(nn.BatchNorm1d):
+    """``BatchNorm1d`` without affine parameters over page features ``[B, K]``.
+
+    A training batch of a single page (a page over the node budget trains alone) is normalised
+    with the running statistics instead of failing.
+    """
+
+    def __init__(self, num_features: int, momentum: float = 0.1):
+        super().__init__(num_features, affine=False, momentum=momentum)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training and x.shape[0] < 2:
+            return F.batch_norm(x, self.running_mean, self.running_var, None, None, False, 0.0,
+                                self.eps)
+        return super().forward(x)
+
+
+def masked_cross_entropy(logits: Tensor, targets: Tensor, weight: Tensor | None = None) -> Tensor:
+    """Mean softmax cross-entropy over rows whose target is >= 0 (``weight``: per class).
+
+    Unlike ``F.cross_entropy(ignore_index=-1)`` it gives 0 (keeping the graph), not NaN, when
+    no row is labelled: a batch without pages of the head's dataset simply adds nothing.
+    """
+    valid = targets >= 0
+    if not bool(valid.any()):
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits[valid].float(), targets[valid],
+                           weight=None if weight is None else weight.to(logits.device).float())
 
 
 def weighted_bce_with_smoothing(logits: Tensor, targets: Tensor, pos_weight: float = 1.0,
@@ -103,4 +138,5 @@ def weighted_bce_with_smoothing(logits: Tensor, targets: Tensor, pos_weight: flo
     return losses.sum() / valid.sum().clamp(min=1).to(logits.dtype)
 
 
-__all__ = ["NodeHead", "ArcFaceHead", "weighted_bce_with_smoothing"]
+__all__ = ["NodeHead", "ArcFaceHead", "PageBatchNorm", "masked_cross_entropy",
+           "weighted_bce_with_smoothing"]

@@ -4,6 +4,11 @@ Only training splits are used (Dragnet ``training.txt``, CleanEval dev, the page
 its hold-out, L3S-GN1 minus its hold-out); a deterministic 10% of them is the dev split for early
 stopping. Every epoch writes ``checkpoint.pt`` (model, optimiser, RNG state), so an interrupted
 run resumes where it stopped; the best dev model is written to ``best/`` as safetensors + JSON.
+
+Multi-task: ``genre_weight > 0`` adds the Li-ArcFace genre head, trained on the pages that have a
+genre label (the page-type set); ``role_weight > 0`` adds the block-role head, trained on the
+pages with role annotations (L3S-GN1). Each loss counts only the pages/nodes it has labels for;
+early stopping still follows the dev content LCS F1.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from ..dom import parse_page
 from ..limits import PageLimits
 from ..store import GraphStore, node_budget_batches
 from .corpus import DEFAULT_MIN_COVERAGE, labelled_store, store_from_records
-from .evaluate import node_f1, predict_store, text_scores
+from .evaluate import node_f1, text_scores
 
 logger = logging.getLogger(__name__)
 TRAIN_SPLITS = {"dragnet": "train", "cleaneval": "train", "pagetype": "all", "l3s_gn1": "all"}
@@ -52,6 +57,173 @@ class TrainConfig:
     threads: int | None = None
     workers: int = 2
     overrides: dict = field(default_factory=dict)  # ModelConfig fields
+    content_weight: float = 1.0
+    genre_weight: float = 0.0  # > 0: genre head, loss on pages with a genre label
+    role_weight: float = 0.0   # > 0: role head, loss on nodes with a role label
+    role_balance: float = 0.5  # role class weights ~ frequency ** -role_balance (0: none)
+    # After training: refit the genre / role heads on the best model's frozen features
+    # (kept only where the dev score does not drop); 0 turns it off.
+    refit_steps: int = 500
+    refit_lr: float = 5e-3
+
+
+@dataclass
+class AuxLabels:
+    """Genre id per page and role id per node of a ``GraphStore`` (-1: no label)."""
+
+    genres: np.ndarray  # int64 [pages]
+    roles: np.ndarray   # int8 [nodes], aligned with the store's nodes
+
+    @classmethod
+    def empty(cls, store: GraphStore) -> "AuxLabels":
+        return cls(np.full(store.num_pages, -1, dtype=np.int64),
+                   np.full(int(store.page_ptr[-1]), -1, dtype=np.int8))
+
+    @classmethod
+    def concat(cls, parts: list["AuxLabels"]) -> "AuxLabels":
+        return cls(np.concatenate([p.genres for p in parts]),
+                   np.concatenate([p.roles for p in parts]))
+
+    def targets(self, store: GraphStore, indices) -> tuple:
+        """``(genre [B], role [N])`` long tensors for ``store.collate(indices)``."""
+        import torch
+
+        ptr = store.page_ptr
+        roles = np.concatenate([self.roles[ptr[i]:ptr[i + 1]] for i in indices])
+        return (torch.from_numpy(self.genres[list(indices)].astype(np.int64)),
+                torch.from_numpy(roles.astype(np.int64)))
+
+
+def class_weights(labels: np.ndarray, num_classes: int, power: float) -> np.ndarray | None:
+    """Per-class loss weights ~ frequency ** -power, averaging 1 over the labelled samples."""
+    labels = labels[labels >= 0]
+    if not power or not len(labels):
+        return None
+    counts = np.bincount(labels.astype(np.int64), minlength=num_classes).astype(float) + 1.0
+    weights = counts ** -power
+    return weights * counts.sum() / (weights * counts).sum()
+
+
+def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights=None):
+    """``(total loss, {part: float})`` of one batch for the heads the model has."""
+    from ..model import masked_cross_entropy, weighted_bce_with_smoothing
+
+    output = model(batch, genre_labels=genre_y if model.genre_head is not None else None)
+    content = weighted_bce_with_smoothing(
+        output.node_logits, batch.y, pos_weight=cfg.pos_weight, neg_weight=cfg.neg_weight,
+        smoothing=cfg.label_smoothing)
+    loss = cfg.content_weight * content
+    parts = {"content": float(content.detach())}
+    if output.genre_logits is not None and cfg.genre_weight:
+        genre = masked_cross_entropy(output.genre_logits, genre_y)
+        loss = loss + cfg.genre_weight * genre
+        parts["genre"] = float(genre.detach())
+    if output.role_logits is not None and cfg.role_weight:
+        role = masked_cross_entropy(output.role_logits, role_y, role_weights)
+        loss = loss + cfg.role_weight * role
+        parts["role"] = float(role.detach())
+    return loss, parts
+
+
+def head_overrides(cfg: TrainConfig) -> dict:
+    """ModelConfig fields of the heads ``cfg`` asks for (explicit overrides win)."""
+    from .genre import GENRES
+    from .roles import ROLES
+
+    extra: dict = {}
+    if cfg.genre_weight:
+        extra.update(num_genres=len(GENRES), genre_names=list(GENRES))
+    if cfg.role_weight:
+        extra.update(num_roles=len(ROLES), role_names=list(ROLES))
+    extra.update(cfg.overrides)
+    return extra
+
+
+def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
+               log=None) -> list[dict]:
+    """Train ``model`` on store pages for ``cfg.epochs`` epochs (AdamW, cosine decay to 5%).
+
+    No dev split, no checkpoints: for cross-validation folds and quick experiments. Returns
+    the per-epoch mean losses. Deterministic for a given ``cfg.seed``.
+    """
+    import math
+
+    import torch
+
+    from ..model import random_flip_positions
+
+    indices = list(indices)
+    num_roles = model.config.num_roles
+    role_weights = None
+    if num_roles and cfg.role_weight:
+        ptr = store.page_ptr
+        seen = np.concatenate([aux.roles[ptr[i]:ptr[i + 1]] for i in indices])
+        weights = class_weights(seen, num_roles, cfg.role_balance)
+        role_weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sizes = [store.num_nodes(i) for i in indices]
+    steps_per_epoch = len(node_budget_batches(sizes, cfg.batch_nodes))
+    total = max(1, cfg.epochs * steps_per_epoch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(step, total)
+                                                                   / total)))
+    history = []
+    for epoch in range(1, cfg.epochs + 1):
+        torch.manual_seed(cfg.seed * 100_003 + epoch)
+        generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
+        order = np.random.default_rng([cfg.seed, epoch]).permutation(len(indices))
+        model.train()
+        sums: dict[str, float] = {}
+        batches = node_budget_batches(sizes, cfg.batch_nodes, order)
+        start = time.perf_counter()
+        for batch_ids in batches:
+            chosen = [indices[k] for k in batch_ids]
+            batch = store.collate(chosen)
+            random_flip_positions(batch, generator)
+            genre_y, role_y = aux.targets(store, chosen)
+            loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
+            for key, value in parts.items():
+                sums[key] = sums.get(key, 0.0) + value
+        record = {"epoch": epoch, **{k: v / max(1, len(batches)) for k, v in sums.items()},
+                  "seconds": round(time.perf_counter() - start, 1)}
+        history.append(record)
+        if log is not None:
+            log(record)
+    model.eval()
+    return history
+
+
+def aux_labels(name: str, store: GraphStore, cfg: TrainConfig, records=None, split=None,
+               limits: PageLimits | None = None) -> AuxLabels:
+    """Genre and role labels of one dataset's store (only for the heads ``cfg`` trains)."""
+    aux = AuxLabels.empty(store)
+    if cfg.genre_weight:
+        from .genre import genre_index, page_types
+
+        if records is not None:
+            types = {r.id: r.extra.get("page_type") for r in records}
+        elif name == "pagetype":
+            types = page_types(name, split)
+        else:
+            types = {}
+        aux.genres[:] = [genre_index(types.get(i)) for i in store.ids]
+    if cfg.role_weight:
+        from .roles import store_roles
+
+        if records is not None:
+            if any(r.extra.get("roles") for r in records):
+                aux.roles[:] = store_roles(store, records=records, limits=limits,
+                                           workers=cfg.workers)
+        elif name == "l3s_gn1":
+            aux.roles[:] = store_roles(store, dataset=name, split=split, limits=limits,
+                                       workers=cfg.workers)
+    return aux
 
 
 def train_ids(dataset: str) -> tuple[str, set[str] | None]:
@@ -86,8 +258,8 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     from tqdm.auto import tqdm
 
     from ..encoders import get_encoder
-    from ..model import GrownUpModel, ModelConfig, random_flip_positions, \
-        weighted_bce_with_smoothing
+    from ..model import GrownUpModel, ModelConfig, random_flip_positions
+    from .roles import role_scores, store_predictions
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +269,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     limits = PageLimits()
 
     # -- data: train and dev pages of every dataset, one merged store --------------------------
-    stores, train_idx, dev_idx, dev_corpus, dev_refs = [], [], [], [], []
+    stores, train_idx, dev_idx, dev_corpus, dev_refs, auxes = [], [], [], [], [], []
     offset = 0
     names = list(records) if records else cfg.datasets
     for name in names:
@@ -107,9 +279,21 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                                        cfg.workers, meta={"dataset": name})
         else:
             split, keep = train_ids(name)
-            store = labelled_store(name, split, encoder, cfg.min_coverage, limits, cfg.workers)
+            if name == "pagetype" and cfg.genre_weight:
+                # Every page has a genre; pages whose gold text aligns badly (a third of the
+                # collection and forum pages) stay in, with content labels -1.
+                from .genre import genre_corpus
+
+                store, _ = genre_corpus(encoder, limits, cfg.workers, cfg.min_coverage)
+            else:
+                store = labelled_store(name, split, encoder, cfg.min_coverage, limits,
+                                       cfg.workers)
+        auxes.append(aux_labels(name, store, cfg, records[name] if records else None, split,
+                                limits))
         chosen = _subset(store, keep, cfg.max_pages)
-        ids = [store.ids[i] for i in chosen]
+        # Only pages with content labels can be dev pages (the others train the other heads).
+        ids = [store.ids[i] for i in chosen if (store.arrays["labels"][
+            store.page_ptr[i]:store.page_ptr[i + 1]] == 1).any()]
         train_part, dev_part = datasets.holdout_split(ids, cfg.dev_fraction, f"dev-{cfg.seed}")
         dev_set = set(dev_part)
         for i in chosen:
@@ -122,6 +306,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         stores.append(store)
         offset += store.num_pages
     store = GraphStore.concat(stores)
+    aux = AuxLabels.concat(auxes)
     dev_pages, dev_golds = [], []
     dev_records = {}
     for name, split, ids in dev_refs:
@@ -139,11 +324,19 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
 
     # -- model, optimiser, resume --------------------------------------------------------------
     model_config = ModelConfig.preset(cfg.preset, encoder=cfg.encoder, text_dim=encoder.dim,
-                                      encoder_version=encoder.version, **cfg.overrides)
+                                      encoder_version=encoder.version, **head_overrides(cfg))
+    torch.manual_seed(cfg.seed)  # the same initial weights for the same seed
     model = GrownUpModel(model_config)
-    if cfg.init:
-        pretrained = GrownUpModel.from_pretrained(cfg.init, expected_encoder=cfg.encoder)
-        model.backbone.load_state_dict(pretrained.backbone.state_dict())
+    if cfg.init:  # backbone (+ trained heads of the same shape); see pretraining.init
+        from ..pretraining.init import load_pretrained
+
+        load_pretrained(model, cfg.init)
+    role_weights = None
+    if model.role_head is not None and cfg.role_weight:
+        seen = np.concatenate([aux.roles[store.page_ptr[i]:store.page_ptr[i + 1]]
+                               for i in train_idx]) if train_idx else np.zeros(0, np.int8)
+        weights = class_weights(seen, model.config.num_roles, cfg.role_balance)
+        role_weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     state = {"epoch": 0, "best_f1": -1.0, "best_epoch": -1, "history": []}
     checkpoint = out / "checkpoint.pt"
@@ -157,7 +350,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     log = (out / "train.log").open("a", encoding="utf-8")
     sizes = [store.num_nodes(i) for i in train_idx]
 
-    while state["epoch"] < cfg.epochs:
+    while state["epoch"] < cfg.epochs and state["epoch"] - state["best_epoch"] < cfg.patience:
         epoch = state["epoch"] + 1
         # Every random draw of an epoch derives from (seed, epoch): a resumed run repeats
         # exactly what the uninterrupted run would have done.
@@ -167,25 +360,31 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         model.train()
         batches = node_budget_batches(sizes, cfg.batch_nodes, order)
         losses, start = [], time.perf_counter()
+        part_sums: dict[str, float] = {}
         for batch_ids in tqdm(batches, desc=f"epoch {epoch}", leave=False, mininterval=5):
-            batch = store.collate([train_idx[k] for k in batch_ids])
+            chosen = [train_idx[k] for k in batch_ids]
+            batch = store.collate(chosen)
             random_flip_positions(batch, generator)
-            output = model(batch)
-            loss = weighted_bce_with_smoothing(
-                output.node_logits, batch.y, pos_weight=cfg.pos_weight,
-                neg_weight=cfg.neg_weight, smoothing=cfg.label_smoothing)
+            genre_y, role_y = aux.targets(store, chosen)
+            loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             losses.append(float(loss.detach()))
-        probs = predict_store(model, store, dev_idx, cfg.batch_nodes)
+            for key, value in parts.items():
+                part_sums[key] = part_sums.get(key, 0.0) + value
+        preds = store_predictions(model, store, dev_idx, cfg.batch_nodes)
+        probs = [p["content"] for p in preds]
         labels = np.concatenate([store.arrays["labels"][store.page_ptr[i]:store.page_ptr[i + 1]]
                                  for i in dev_idx]) if dev_idx else np.zeros(0)
         dev = text_scores(dev_pages, dev_golds, probs) if dev_idx else {"lcs_f1": 0.0}
         dev["node_f1"] = node_f1(labels, np.concatenate(probs)) if dev_idx else 0.0
+        dev.update(_dev_head_scores(model, store, aux, dev_idx, preds, role_scores))
         record = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds":
-                  round(time.perf_counter() - start, 1), **{f"dev_{k}": v for k, v in dev.items()}}
+                  round(time.perf_counter() - start, 1),
+                  **{f"loss_{k}": v / max(1, len(batches)) for k, v in part_sums.items()},
+                  **{f"dev_{k}": v for k, v in dev.items()}}
         state["history"].append(record)
         state["epoch"] = epoch
         improved = dev["lcs_f1"] > state["best_f1"]
@@ -196,15 +395,159 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                                   metadata={"train": asdict(cfg), "dev": record})
         log.write(json.dumps(record) + "\n")
         log.flush()
-        logger.info("epoch %d loss %.4f dev LCS F1 %.4f node F1 %.4f%s", epoch,
-                    record["loss"], dev["lcs_f1"], dev["node_f1"], " *" if improved else "")
+        heads = "".join(f" {key} {dev[key]:.4f}" for key in ("genre_accuracy", "role_macro_f1")
+                        if key in dev)
+        logger.info("epoch %d loss %.4f dev LCS F1 %.4f node F1 %.4f%s%s", epoch,
+                    record["loss"], dev["lcs_f1"], dev["node_f1"], heads,
+                    " *" if improved else "")
         _save_checkpoint(checkpoint, model, optimizer, state)
         if epoch - state["best_epoch"] >= cfg.patience:
             logger.info("early stop: no dev improvement for %d epochs", cfg.patience)
             break
     log.close()
-    return {"best_dev_lcs_f1": state["best_f1"], "best_epoch": state["best_epoch"],
-            "epochs": state["epoch"], "model_dir": str(out / "best")}
+    result = {"best_dev_lcs_f1": state["best_f1"], "best_epoch": state["best_epoch"],
+              "epochs": state["epoch"], "model_dir": str(out / "best")}
+    if (model.genre_head is not None or model.role_head is not None) and cfg.refit_steps \
+            and "refit" not in state and (out / "best").is_dir():
+        best = GrownUpModel.from_pretrained(out / "best")
+        _, doc = GrownUpModel.read_config(out / "best")
+        state["refit"] = refit_heads(best, store, train_idx, dev_idx, aux, cfg, role_weights)
+        logger.info("heads refit on frozen features: %s", json.dumps(state["refit"]))
+        best.save_pretrained(out / "best", encoder=cfg.encoder, encoder_version=encoder.version,
+                             metadata={**(doc.get("metadata") or {}), "refit": state["refit"]})
+        _save_checkpoint(checkpoint, model, optimizer, state)
+    if "refit" in state:
+        result["refit"] = state["refit"]
+    return result
+
+
+def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels, cfg: TrainConfig,
+                role_weights=None) -> dict:
+    """Refit the genre and role heads of ``model`` on its frozen backbone's features.
+
+    The backbone runs once in eval mode over the labelled train and dev pages; each head (and
+    the genre head's batch norm, whose running statistics become the exact statistics of the
+    training features) is then trained for ``cfg.refit_steps`` Adam steps on those features.
+    A refit head replaces the model's only when its dev score is at least as good. Multi-task
+    training leaves the heads noisy from epoch to epoch while the best epoch is picked by
+    content F1; this makes the shipped heads fit the shipped backbone. Returns the dev scores.
+    """
+    import copy
+
+    import torch
+
+    from ..model import PageBatchNorm, masked_cross_entropy
+    from .roles import role_scores
+
+    model.eval()
+    ptr = store.page_ptr
+    pool = list(train_idx) + list(dev_idx)
+    has_roles = {i for i in pool if (aux.roles[ptr[i]:ptr[i + 1]] >= 0).any()}
+    need = sorted({i for i in pool if aux.genres[i] >= 0} | has_roles)
+    pages: dict[int, torch.Tensor] = {}
+    nodes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    with torch.inference_mode():
+        for ids in node_budget_batches([store.num_nodes(i) for i in need], cfg.batch_nodes):
+            chosen = [need[k] for k in ids]
+            batch = store.collate(chosen)
+            node_feats, page_feats = model.backbone(batch)
+            bptr = batch.ptr.tolist()
+            for j, i in enumerate(chosen):
+                pages[i] = page_feats[j].clone()
+                if i in has_roles:
+                    labels = torch.from_numpy(aux.roles[ptr[i]:ptr[i + 1]].astype(np.int64))
+                    keep = labels >= 0
+                    nodes[i] = (node_feats[bptr[j]:bptr[j + 1]][keep].clone(), labels[keep])
+    generator = torch.Generator().manual_seed(cfg.seed)
+    info: dict = {}
+    if model.genre_head is not None:
+        train_g = [i for i in train_idx if aux.genres[i] >= 0]
+        dev_g = [i for i in dev_idx if aux.genres[i] >= 0]
+        if train_g and dev_g:
+            x = torch.stack([pages[i] for i in train_g])
+            y = torch.from_numpy(aux.genres[train_g].astype(np.int64))
+            x_dev = torch.stack([pages[i] for i in dev_g])
+            y_dev = torch.from_numpy(aux.genres[dev_g].astype(np.int64))
+
+            def accuracy(norm, head) -> float:
+                with torch.no_grad():
+                    feats = norm(x_dev) if norm is not None else x_dev
+                    return float((head(feats).argmax(1) == y_dev).float().mean())
+
+            before = accuracy(model.genre_norm, model.genre_head)
+            norm = PageBatchNorm(x.shape[1]) if model.genre_norm is not None else None
+            head = copy.deepcopy(model.genre_head).train()
+            optimizer = torch.optim.Adam(head.parameters(), lr=cfg.refit_lr)
+            for _ in range(cfg.refit_steps):
+                pick = torch.randint(len(x), (min(32, len(x)),), generator=generator)
+                feats = norm.train()(x[pick]) if norm is not None else x[pick]
+                loss = head.loss(feats, y[pick])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            if norm is not None:
+                with torch.no_grad():
+                    norm.running_mean.copy_(x.mean(0))
+                    norm.running_var.copy_(x.var(0, unbiased=False))
+                norm.eval()
+            head.eval()
+            after = accuracy(norm, head)
+            kept = after >= before
+            if kept:
+                model.genre_norm, model.genre_head = norm, head
+            info["genre"] = {"dev_accuracy_before": before, "dev_accuracy_after": after,
+                             "dev_pages": len(dev_g), "kept": kept}
+    if model.role_head is not None:
+        train_r = [i for i in train_idx if i in nodes]
+        dev_r = [i for i in dev_idx if i in nodes]
+        if train_r and dev_r:
+            x = torch.cat([nodes[i][0] for i in train_r])
+            y = torch.cat([nodes[i][1] for i in train_r])
+            x_dev = torch.cat([nodes[i][0] for i in dev_r])
+            y_dev = torch.cat([nodes[i][1] for i in dev_r]).numpy()
+            names = model.role_names
+
+            def macro_f1(head) -> float:
+                with torch.no_grad():
+                    pred = head(x_dev).argmax(1).numpy()
+                return role_scores(y_dev, pred, names=names)["macro_f1"]
+
+            before = macro_f1(model.role_head)
+            head = copy.deepcopy(model.role_head).train()
+            optimizer = torch.optim.Adam(head.parameters(), lr=cfg.refit_lr)
+            for _ in range(cfg.refit_steps):
+                pick = torch.randint(len(x), (min(4096, len(x)),), generator=generator)
+                loss = masked_cross_entropy(head(x[pick]), y[pick], role_weights)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            head.eval()
+            after = macro_f1(head)
+            kept = after >= before
+            if kept:
+                model.role_head = head
+            info["roles"] = {"dev_macro_f1_before": before, "dev_macro_f1_after": after,
+                             "dev_nodes": int(len(y_dev)), "kept": kept}
+    return info
+
+
+def _dev_head_scores(model, store, aux: AuxLabels, dev_idx, preds, role_scores) -> dict:
+    """Dev genre accuracy and role macro F1 (only for the heads the model has)."""
+    out: dict = {}
+    if model.genre_head is not None:
+        gold = aux.genres[list(dev_idx)] if dev_idx else np.zeros(0, np.int64)
+        mask = gold >= 0
+        if mask.any():
+            pred = np.array([int(np.argmax(p["genre"])) for p in preds])
+            out["genre_accuracy"] = float((pred[mask] == gold[mask]).mean())
+            out["genre_pages"] = int(mask.sum())
+    if model.role_head is not None and dev_idx:
+        gold = np.concatenate([aux.roles[store.page_ptr[i]:store.page_ptr[i + 1]]
+                               for i in dev_idx])
+        if (gold >= 0).any():
+            pred = np.concatenate([p["roles"].argmax(1) for p in preds])
+            out["role_macro_f1"] = role_scores(gold, pred, names=model.role_names)["macro_f1"]
+    return out
 
 
 def _save_checkpoint(path: Path, model, optimizer, state: dict) -> None:
