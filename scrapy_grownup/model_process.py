@@ -15,6 +15,7 @@ from .article import Article
 from .dom import PageStructure
 from .errors import GrownupError, ModelError
 from .limits import PageLimits
+from .workers import background_process
 
 logger = logging.getLogger(__name__)
 WARMUP_PAGE = (b"<html><head><title>warm-up</title></head><body><div class=main><h1>Warm-up"
@@ -59,6 +60,7 @@ def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nod
                    threads: int) -> None:
     """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
     _state.clear()
+    background_process()
     try:
         import torch
 

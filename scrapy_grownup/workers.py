@@ -32,8 +32,24 @@ class WorkerCrashedError(GrownupError):
     """A worker process died twice while working on this page."""
 
 
+# Worker processes run at a lower scheduling priority than the crawl: when the cores are
+# contended, the reactor (mostly idle, but latency-bound) gets the CPU first.
+WORKER_NICENESS = 5
+
+
+def background_process() -> None:
+    """Lower this process's priority (once, in a spawned worker; never in the crawl's own)."""
+    if multiprocessing.parent_process() is not None and hasattr(os, "nice"):
+        try:
+            os.nice(WORKER_NICENESS)
+        except OSError:  # pragma: no cover - not permitted here: keep the default priority
+            pass
+
+
 def limit_threads() -> None:
-    """One BLAS / OpenMP thread per worker process: the processes already share the cores."""
+    """Worker set-up: background priority and one BLAS / OpenMP thread (the processes already
+    share the cores)."""
+    background_process()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         from threadpoolctl import threadpool_limits

@@ -77,10 +77,17 @@ def test_the_reactor_is_never_blocked_for_100_ms(tmp_path):
     server, base = serve(root)
     try:
         stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index")
+        gap = stats["heartbeat/max_gap_ms"]
+        if gap >= 100:  # is it us, or a machine too busy for any crawl to keep 100 ms?
+            plain, _ = run_crawl(tmp_path, f"{base}/index.html", spider="index",
+                                 settings={"GROWNUP_ENABLED": False})
+            if plain["heartbeat/max_gap_ms"] >= 100:
+                pytest.skip(f"machine too loaded to measure: Scrapy alone paused "
+                            f"{plain['heartbeat/max_gap_ms']} ms (with the add-on: {gap} ms)")
     finally:
         server.shutdown()
     assert len(items) >= NUM_STORIES
-    assert stats["heartbeat/max_gap_ms"] < 100, stats["heartbeat/max_gap_ms"]
+    assert gap < 100, gap
 
 
 def test_own_items_get_their_article_and_keep_their_fields(site, tmp_path):
