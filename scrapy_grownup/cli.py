@@ -73,7 +73,8 @@ def cmd_train(args) -> int:
         preset=args.preset, epochs=args.epochs, lr=args.lr, batch_nodes=args.batch_nodes,
         patience=args.patience, seed=args.seed, max_pages=args.max_pages, init=args.init,
         threads=args.threads, overrides=overrides, genre_weight=args.genre_weight,
-        role_weight=args.role_weight))
+        role_weight=args.role_weight,
+        content_datasets=args.content_datasets.split(",") if args.content_datasets else None))
     print(json.dumps(result))
     return 0
 
@@ -178,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="> 0: also train the page-genre head (page-type set pages)")
     p.add_argument("--role-weight", type=float, default=0.0,
                    help="> 0: also train the block-role head (L3S-GN1 pages)")
+    p.add_argument("--content-datasets", default=None,
+                   help="datasets whose content labels are trained (default: all of them)")
     p.set_defaults(func=cmd_train)
 
     from .training import genre as genre_module, roles as roles_module

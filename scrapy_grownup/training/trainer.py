@@ -58,6 +58,10 @@ class TrainConfig:
     workers: int = 2
     overrides: dict = field(default_factory=dict)  # ModelConfig fields
     content_weight: float = 1.0
+    # Datasets whose content labels train the content head (None: all); the others only train
+    # the genre / role heads (L3S-GN1's gold leaves captions and the like out, which made the
+    # content head drop recall on every test set).
+    content_datasets: list[str] | None = None
     genre_weight: float = 0.0  # > 0: genre head, loss on pages with a genre label
     role_weight: float = 0.0   # > 0: role head, loss on nodes with a role label
     role_balance: float = 0.5  # role class weights ~ frequency ** -role_balance (0: none)
@@ -270,6 +274,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
 
     # -- data: train and dev pages of every dataset, one merged store --------------------------
     stores, train_idx, dev_idx, dev_corpus, dev_refs, auxes = [], [], [], [], [], []
+    dev_content: list[bool] = []
     offset = 0
     names = list(records) if records else cfg.datasets
     for name in names:
@@ -288,21 +293,29 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
             else:
                 store = labelled_store(name, split, encoder, cfg.min_coverage, limits,
                                        cfg.workers)
-        auxes.append(aux_labels(name, store, cfg, records[name] if records else None, split,
-                                limits))
+        if cfg.content_datasets is not None and name not in cfg.content_datasets:
+            # This dataset trains the other heads only.
+            store.arrays["labels"] = np.full_like(store.arrays["labels"], -1)
+        part = aux_labels(name, store, cfg, records[name] if records else None, split, limits)
+        auxes.append(part)
         chosen = _subset(store, keep, cfg.max_pages)
-        # Only pages with content labels can be dev pages (the others train the other heads).
-        ids = [store.ids[i] for i in chosen if (store.arrays["labels"][
-            store.page_ptr[i]:store.page_ptr[i + 1]] == 1).any()]
+        ptr = store.page_ptr
+        has_content = {i for i in chosen if (store.arrays["labels"][ptr[i]:ptr[i + 1]] == 1).any()}
+        has_roles = {i for i in chosen if (part.roles[ptr[i]:ptr[i + 1]] >= 0).any()}
+        # Only pages with content or role labels can be dev pages (the others train the other
+        # heads); the dev text scores use the pages with content labels.
+        ids = [store.ids[i] for i in chosen if i in has_content or i in has_roles]
         train_part, dev_part = datasets.holdout_split(ids, cfg.dev_fraction, f"dev-{cfg.seed}")
         dev_set = set(dev_part)
         for i in chosen:
             if store.ids[i] in dev_set:
                 dev_idx.append(offset + i)
                 dev_corpus.append(name)
+                dev_content.append(i in has_content)
             else:
                 train_idx.append(offset + i)
-        dev_refs.append((name, split, dev_part))
+        dev_refs.append((name, split, [store.ids[i] for i in chosen
+                                       if store.ids[i] in dev_set and i in has_content]))
         stores.append(store)
         offset += store.num_pages
     store = GraphStore.concat(stores)
@@ -314,7 +327,10 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         found = ([r for r in records[name] if r.id in wanted] if records
                  else datasets.load(name, split=split, ids=ids))
         dev_records.update({(name, r.id): r for r in found})
-    for i, name in zip(dev_idx, dev_corpus):  # ids are unique within a corpus only
+    dev_text_idx = [i for i, c in zip(dev_idx, dev_content) if c]
+    for i, name, c in zip(dev_idx, dev_corpus, dev_content):  # ids: unique within a corpus
+        if not c:
+            continue
         record = dev_records[(name, store.ids[i])]
         dev_pages.append(parse_page(record.html, url=record.url, limits=limits,
                                     content_type=record.extra.get("content_type"),
@@ -375,11 +391,11 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
             for key, value in parts.items():
                 part_sums[key] = part_sums.get(key, 0.0) + value
         preds = store_predictions(model, store, dev_idx, cfg.batch_nodes)
-        probs = [p["content"] for p in preds]
+        probs = [p["content"] for p, c in zip(preds, dev_content) if c]
         labels = np.concatenate([store.arrays["labels"][store.page_ptr[i]:store.page_ptr[i + 1]]
-                                 for i in dev_idx]) if dev_idx else np.zeros(0)
-        dev = text_scores(dev_pages, dev_golds, probs) if dev_idx else {"lcs_f1": 0.0}
-        dev["node_f1"] = node_f1(labels, np.concatenate(probs)) if dev_idx else 0.0
+                                 for i in dev_text_idx]) if dev_text_idx else np.zeros(0)
+        dev = text_scores(dev_pages, dev_golds, probs) if dev_text_idx else {"lcs_f1": 0.0}
+        dev["node_f1"] = node_f1(labels, np.concatenate(probs)) if dev_text_idx else 0.0
         dev.update(_dev_head_scores(model, store, aux, dev_idx, preds, role_scores))
         record = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds":
                   round(time.perf_counter() - start, 1),
