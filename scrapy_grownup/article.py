@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 
 @dataclass
@@ -13,6 +14,10 @@ class Article:
     product, documentation, listing, collection) and its probability come from the model's
     genre head and stay ``None`` for a model without one; ``truncated`` lists the page caps
     that were hit.
+
+    ``markdown`` may be built on first read (``ArticleExtractor`` does so unless its
+    ``output_format`` is "markdown"): until then the article holds the page's text runs and
+    tags that it needs; reading it, ``to_dict()``, comparing or pickling builds it.
     """
 
     url: str | None
@@ -40,3 +45,34 @@ class Article:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def defer_markdown(self, build: Callable[[], str]) -> None:
+        """Build ``markdown`` with ``build()`` when it is first read, not now."""
+        self.__dict__["_markdown"] = None
+        self.__dict__["_markdown_build"] = build
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_markdown"] = self.markdown  # built: the builder (a closure) does not pickle
+        state.pop("_markdown_build", None)
+        return state
+
+
+def _get_markdown(self: Article) -> str:
+    value = self.__dict__.get("_markdown")
+    if value is None:
+        build = self.__dict__.pop("_markdown_build", None)
+        value = self.__dict__["_markdown"] = build() if build is not None else ""
+    return value
+
+
+def _set_markdown(self: Article, value: str) -> None:
+    self.__dict__.pop("_markdown_build", None)
+    self.__dict__["_markdown"] = value
+
+
+# A property over the dataclass field: ``__init__``, ``asdict``, ``repr``, ``==`` and
+# ``dataclasses.replace`` go through it, so a deferred value is built when any of them needs it.
+Article.markdown = property(  # type: ignore[assignment]
+    _get_markdown, _set_markdown,
+    doc="The same content as markdown (headings, lists, tables, links).")

@@ -97,10 +97,17 @@ class PageStructure:
     @cached_property
     def node_text(self) -> list[str]:
         """Each node's own direct text (its text and its children's tails), normalised."""
-        parts: list[list[str]] = [[] for _ in range(self.num_nodes)]
+        parts: dict[int, list[str]] = {}  # only owners of text: most nodes have none
         for owner, text in zip(self.seg_owner.tolist(), self.seg_text):
-            parts[owner].append(text)
-        return [" ".join(p) for p in parts]
+            own = parts.get(owner)
+            if own is None:
+                parts[owner] = [text]
+            else:
+                own.append(text)
+        out = [""] * self.num_nodes
+        for owner, own in parts.items():
+            out[owner] = own[0] if len(own) == 1 else " ".join(own)
+        return out
 
     @cached_property
     def subtree_end(self) -> list[int]:
@@ -127,7 +134,7 @@ class PageStructure:
         return range(min(runs), max(runs) + 1)
 
     def text_lengths(self) -> np.ndarray:
-        return np.fromiter((len(t) for t in self.node_text), dtype=np.int32,
+        return np.fromiter(map(len, self.node_text), dtype=np.int32,
                            count=self.num_nodes)
 
     def struct_features(self) -> np.ndarray:
@@ -296,135 +303,163 @@ def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
     return meta, json_ld
 
 
-class _Tail:
-    """Stack marker: the tail text of a child, emitted after the child's subtree."""
+# Font buckets depend on the tag and two attributes only; styles repeat across a page and a site.
+_font_features = lru_cache(maxsize=16384)(font_features)
 
-    __slots__ = ("text", "owner", "block")
 
-    def __init__(self, text: str, owner: int, block: bool):
-        self.text, self.owner, self.block = text, owner, block
+@lru_cache(maxsize=4096)
+def _tag_info(raw_tag) -> tuple | None:
+    """What the walk needs of an element by its raw ``tag``: ``(name, tag id, block, text,
+    kept attribute names, font buckets without style)``; ``None`` for comments, PIs and
+    entities."""
+    tag = _norm_tag(raw_tag)
+    if tag is None:
+        return None
+    return (tag, tag_index(tag), tag in BLOCK_TAGS, tag not in NON_TEXT_TAGS,
+            KEPT_ATTRIBUTES.get(tag), font_features(tag, None, None))
 
 
 def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
-    tags: list[str] = []
-    parent: list[int] = []
-    depth: list[int] = []
-    child_index: list[int] = []
+    """One pass over the tree with lxml's ``iterwalk``: a node is recorded at its start event
+    and its tail text (which belongs to its parent) is emitted at its end event, after its
+    subtree. A node over the depth / node caps folds its whole text into its parent and its
+    subtree is skipped."""
+    # One tuple per node: (tag, tag id, parent, depth, child index, font, class, id).
+    nodes: list[tuple] = []
     num_children: list[int] = []
-    font: list[tuple[int, int, int]] = []
-    class_words: list[str] = []
-    id_words: list[str] = []
-    seg_owner: list[int] = []
-    seg_sep: list[int] = []
-    seg_text: list[str] = []
-    seg_pos: list[int] = []
+    # One tuple per text run: (owner, separator before it, text, nodes opened before it).
+    segs: list[tuple[int, int, str, int]] = []
     attrs: dict[int, dict[str, str]] = {}
     raw_text: dict[int, str] = {}
-    kept_attributes = KEPT_ATTRIBUTES
+    tag_info, font_of = _tag_info, _font_features
     title = ""
     lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+    sep = SEP_NONE  # separator before the next text run
 
-    state = {"sep": SEP_NONE}
-
-    def emit(owner: int, raw: str | None, block_before: bool = False) -> None:
-        if block_before:
-            state["sep"] = SEP_BLOCK
-        if not raw:
-            return
-        words = raw.split()
-        if raw[:1].isspace() and state["sep"] == SEP_NONE:
-            state["sep"] = SEP_SPACE
-        if words:
-            seg_owner.append(owner)
-            seg_sep.append(state["sep"] if seg_text else SEP_BLOCK)
-            seg_text.append(" ".join(words))
-            seg_pos.append(len(tags))
-            state["sep"] = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
+    def emit(owner: int, raw: str) -> None:
+        """Append the text run ``raw`` (not empty, not all whitespace) owned by ``owner``."""
+        nonlocal sep
+        if sep == SEP_NONE and raw[:1].isspace():
+            sep = SEP_SPACE
+        segs.append((owner, sep if segs else SEP_BLOCK, " ".join(raw.split()), len(nodes)))
+        sep = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
 
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
-    stack: list = [(root, -1, 0, 0)]
-    while stack:
-        item = stack.pop()
-        if type(item) is _Tail:
-            emit(item.owner, item.text, item.block)
+    # Per open element: [node index (-1: folded or not an element), element children so far,
+    # block element]. ``open_nodes[-1]`` is the parent of the element being started.
+    open_nodes: list[list] = []
+    walker = etree.iterwalk(root, events=("start", "end"))
+    for event, el in walker:
+        if event == "end":
+            idx, children, block = open_nodes.pop()
+            if idx >= 0:
+                num_children[idx] = children
+            if not open_nodes:
+                break  # the root: no tail
+            if block is None:  # not an element
+                continue
+            if block:  # the end of a block element, and so before its tail
+                sep = SEP_BLOCK
+            tail = el.tail
+            if tail:
+                if tail.isspace():  # what emit() would do with it
+                    if sep == SEP_NONE:
+                        sep = SEP_SPACE
+                else:
+                    emit(open_nodes[-1][0], tail)
             continue
-        el, par, dep, index = item
-        tag = _norm_tag(el.tag)
-        if tag is None:
+        info = tag_info(el.tag)
+        if info is None:
+            open_nodes.append([-1, 0, None])
+            walker.skip_subtree()
             continue
-        if dep >= max_depth or len(tags) >= max_nodes:
+        tag, tag_id, block, has_text, kept, plain_font = info
+        dep = len(open_nodes)
+        if dep:
+            up = open_nodes[-1]
+            par = up[0]
+            index = up[1]
+            up[1] = index + 1
+        else:
+            par, index = -1, 0
+        idx = len(nodes)
+        if dep >= max_depth or idx >= max_nodes:
             reason = "depth" if dep >= max_depth else "nodes"
             if reason not in truncated:
                 truncated.append(reason)
-            if tag not in NON_TEXT_TAGS and par >= 0:
-                emit(par, " ".join(el.itertext()), tag in BLOCK_TAGS)
+            if has_text and par >= 0:
+                if block:
+                    sep = SEP_BLOCK
+                text = " ".join(el.itertext())
+                if text:
+                    if text.isspace():
+                        if sep == SEP_NONE:
+                            sep = SEP_SPACE
+                    else:
+                        emit(par, text)
+            open_nodes.append([-1, 0, block])
+            walker.skip_subtree()
             continue
-        idx = len(tags)
-        tags.append(tag)
-        parent.append(par)
-        depth.append(dep)
-        child_index.append(index)
-        font.append(font_features(tag, el.get("style"), el.get("size") if tag == "font" else None))
-        class_words.append(attribute_words(el.get("class")))
-        id_words.append(attribute_words(el.get("id")))
-        names = kept_attributes.get(tag)
-        if names is not None:
+        get = el.get
+        style = get("style")
+        if style or tag == "font":
+            font = font_of(tag, style, get("size") if tag == "font" else None)
+        else:
+            font = plain_font
+        nodes.append((tag, tag_id, par, dep, index, font, get("class"), get("id")))
+        num_children.append(0)  # set at the end event
+        if kept is not None:
             values = {}
-            for name in names:
-                value = el.get(name)
+            for name in kept:
+                value = get(name)
                 if value:
                     values[name] = value
             if values:
                 attrs[idx] = values
             if tag == "pre":
                 raw_text[idx] = "".join(el.itertext())
-        itemprop = el.get("itemprop")
+        itemprop = get("itemprop")
         if itemprop:
             values = attrs.setdefault(idx, {})
             values["itemprop"] = itemprop
-            if el.get("content"):
-                values["content"] = el.get("content")
-        block = tag in BLOCK_TAGS
-        if tag == "title" and not title and el.text:
-            title = " ".join(el.text.split())
-        if tag not in NON_TEXT_TAGS:
-            emit(idx, el.text, block)
-        elif block:
-            state["sep"] = SEP_BLOCK
-        children = [c for c in el if isinstance(c.tag, str)]
-        num_children.append(len(children))
-        if not children:
-            if block:
-                state["sep"] = SEP_BLOCK
-            continue
-        entries = [(child, idx, dep + 1, position) for position, child in enumerate(children)]
-        # Comments and PIs were removed by the parser, so every child's tail belongs to el.
-        for entry in reversed(entries):
-            child = entry[0]
-            stack.append(_Tail(child.tail, idx, _norm_tag(child.tag) in BLOCK_TAGS))
-            stack.append(entry)
-    if not tags:
+            if get("content"):
+                values["content"] = get("content")
+        text = el.text
+        if tag == "title" and not title and text:
+            title = " ".join(text.split())
+        if block:
+            sep = SEP_BLOCK
+        if text and has_text:
+            if text.isspace():
+                if sep == SEP_NONE:
+                    sep = SEP_SPACE
+            else:
+                emit(idx, text)
+        open_nodes.append([idx, 0, block])
+    if not nodes:
         raise EmptyPageError("no element in the document")
-    n = len(tags)
+    n = len(nodes)
+    tags, tag_ids, parent, depth, child_index, font, raw_class, raw_id = zip(*nodes)
+    seg_owner, seg_sep, seg_text, seg_pos = zip(*segs) if segs else ((), (), (), ())
     return PageStructure(
         url=None,
         encoding="",
-        tags=tags,
-        parent=np.asarray(parent, dtype=np.int32),
-        depth=np.asarray(depth, dtype=np.int32),
-        tag_ids=np.fromiter((tag_index(t) for t in tags), dtype=np.int16, count=n),
-        child_index=np.asarray(child_index, dtype=np.int32),
-        num_children=np.asarray(num_children, dtype=np.int32),
-        font=np.asarray(font, dtype=np.int8).reshape(n, 3),
-        class_words=class_words,
-        id_words=id_words,
-        seg_owner=np.asarray(seg_owner, dtype=np.int32),
-        seg_sep=np.asarray(seg_sep, dtype=np.int8),
-        seg_text=seg_text,
+        tags=list(tags),
+        parent=np.array(parent, dtype=np.int32),
+        depth=np.array(depth, dtype=np.int32),
+        tag_ids=np.array(tag_ids, dtype=np.int16),
+        child_index=np.array(child_index, dtype=np.int32),
+        num_children=np.array(num_children, dtype=np.int32),
+        font=np.array(font, dtype=np.int8).reshape(n, 3),
+        class_words=list(map(attribute_words, raw_class)),
+        id_words=list(map(attribute_words, raw_id)),
+        seg_owner=np.array(seg_owner, dtype=np.int32),
+        seg_sep=np.array(seg_sep, dtype=np.int8),
+        seg_text=list(seg_text),
         title=title,
         lang=lang,
         truncated=truncated,
-        seg_pos=np.asarray(seg_pos, dtype=np.int32),
+        seg_pos=np.array(seg_pos, dtype=np.int32),
         attrs=attrs,
         raw_text=raw_text,
     )

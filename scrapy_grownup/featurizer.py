@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .dom import NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page
+from .dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page,
+                  struct_features, tree_edges)
 from .limits import PageLimits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +72,73 @@ class Featurizer:
             out.append(build_graph(page, text, klass, ident))
         return out
 
+    def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
+        """The model input of ``pages`` as one batch, for inference: the same graphs as
+        ``Batch.from_data_list(self.graphs(pages))``, but each text block is given as the
+        distinct strings' vectors (``{block}_table``) and one row index per node
+        (``{block}_index``), which the model projects once per distinct string."""
+        import torch
+
+        if not pages:
+            raise ValueError("no pages to batch")
+        sizes = [page.num_nodes for page in pages]
+        n = sum(sizes)
+        strings: list[str] = []
+        for attr in ("node_text", "class_words", "id_words"):  # all pages' block, then the next
+            for page in pages:
+                strings.extend(getattr(page, attr))
+        table, index = self.encoder.encode_indexed(strings)
+        tensors = {}
+        for b, name in enumerate(TEXT_BLOCKS):
+            rows, inverse = np.unique(index[b * n:(b + 1) * n], return_inverse=True)
+            tensors[name + "_table"] = torch.from_numpy(table[rows])
+            tensors[name + "_index"] = torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+
+        offsets = np.zeros(len(pages) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        parents = []
+        for page, start in zip(pages, offsets[:-1].tolist()):
+            if page.positions is None:
+                from .laplacian import laplacian_positions
+
+                page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+            par = page.parent.astype(np.int64)
+            parents.append(np.where(par >= 0, par + start, -1))
+        edge_index, edge_type = tree_edges(np.concatenate(parents))
+        tensors["x_struct"] = torch.from_numpy(struct_features(
+            np.concatenate([p.tag_ids for p in pages]),
+            np.concatenate([p.font for p in pages]),
+            np.concatenate([p.text_lengths() for p in pages]),
+            np.concatenate([p.num_children for p in pages]),
+            np.concatenate([p.child_index for p in pages])))
+        tensors["x_pos"] = torch.from_numpy(
+            np.concatenate([p.positions for p in pages]).astype(np.float32, copy=False))
+        tensors["edge_index"] = torch.from_numpy(edge_index)
+        tensors["edge_type"] = torch.from_numpy(edge_type)
+        tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
+        tensors["ptr"] = torch.from_numpy(offsets)
+        tensors["truncated"] = torch.tensor([bool(page.truncated) for page in pages])
+        return GraphBatch(n, len(pages), tensors)
+
+
+class GraphBatch:
+    """Tensors of a batch of page graphs (``Featurizer.batch``), with the attributes the model
+    reads from a ``torch_geometric`` ``Batch``: ``batch``, ``ptr``, ``num_nodes``,
+    ``num_graphs``, ``edge_index``, ``edge_type`` and the input blocks."""
+
+    def __init__(self, num_nodes: int, num_graphs: int, tensors: dict):
+        self.num_nodes, self.num_graphs = num_nodes, num_graphs
+        self.keys = list(tensors)
+        self.__dict__.update(tensors)
+
+    def to(self, device) -> "GraphBatch":
+        return GraphBatch(self.num_nodes, self.num_graphs,
+                          {key: getattr(self, key).to(device) for key in self.keys})
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{key}={list(getattr(self, key).shape)}" for key in self.keys)
+        return f"GraphBatch(num_nodes={self.num_nodes}, num_graphs={self.num_graphs}, {shapes})"
+
 
 def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
                 ident: np.ndarray) -> "Data":
@@ -96,4 +164,5 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
     )
 
 
-__all__ = ["Featurizer", "FEATURE_VERSION", "STRUCT_BLOCKS", "build_graph", "feature_blocks"]
+__all__ = ["Featurizer", "FEATURE_VERSION", "GraphBatch", "STRUCT_BLOCKS", "build_graph",
+           "feature_blocks"]

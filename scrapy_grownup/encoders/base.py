@@ -77,7 +77,10 @@ class TextEncoder:
             raise ValueError(f"max_chars must be >= 1, got {max_chars}")
         self.cache_size = int(cache_size)
         self.max_chars = int(max_chars)
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # LRU order of the cached strings, each with its row in ``_store`` (vectors live in one
+        # array, so a call copies its hits and stores its misses with one numpy operation).
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._store: np.ndarray | None = None
         self._cache_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._hits = 0
@@ -94,37 +97,53 @@ class TextEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: float32 ``[len(texts), dim]``; blank strings give all-zero rows."""
+        table, index = self.encode_indexed(texts)
+        return table[index]
+
+    def encode_indexed(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(table, index)``: ``encode(texts)`` is ``table[index]``. ``table`` float32
+        ``[distinct + 1, dim]`` holds each distinct (stripped, capped) string once after an
+        all-zero row 0 for blank strings; ``index`` int64 ``[len(texts)]``. Lets a caller work
+        on the distinct strings only (the model projects each once)."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a single string")
         n = len(texts)
-        # Row 0 of `table` is the zero vector; index[i] points at the row of texts[i].
-        index = np.zeros(n, dtype=np.int64)
+        # Row 0 of `table` is the zero vector; rows[s] is the row of the raw string s. Raw
+        # strings are deduplicated first (most are blank or repeat), in first-seen order.
         keys: dict[str, int] = {}
-        empty = 0
-        for i, text in enumerate(texts):
-            key = text.strip()
+        rows: dict[str, int] = {}
+        max_chars = self.max_chars
+        for raw in dict.fromkeys(texts):
+            key = raw.strip()
             if not key:
-                empty += 1
+                rows[raw] = 0
                 continue
-            if len(key) > self.max_chars:
-                key = key[: self.max_chars].rstrip()
+            if len(key) > max_chars:
+                key = key[:max_chars].rstrip()
             row = keys.get(key)
             if row is None:
                 row = keys[key] = len(keys) + 1
-            index[i] = row
+            rows[raw] = row
+        index = np.fromiter(map(rows.__getitem__, texts), dtype=np.int64, count=n)
+        empty = n - int(np.count_nonzero(index))
 
         unique = list(keys)
         table = np.zeros((len(unique) + 1, self.dim), dtype=np.float32)
         missing: list[int] = []
         with self._cache_lock:
             self._empty += empty
+            cache = self._cache
+            hit_rows, hit_slots = [], []
             for row, key in enumerate(unique, start=1):
-                vec = self._cache.get(key)
-                if vec is None:
+                slot = cache.get(key)
+                if slot is None:
                     missing.append(row)
                 else:
-                    self._cache.move_to_end(key)
-                    table[row] = vec
+                    cache.move_to_end(key)
+                    hit_rows.append(row)
+                    hit_slots.append(slot)
+            if hit_rows:
+                table[hit_rows] = self._store[hit_slots]
             self._misses += len(missing)
             self._hits += (n - empty) - len(missing)
 
@@ -141,14 +160,33 @@ class TextEncoder:
             table[missing] = vectors
             if self.cache_size:
                 with self._cache_lock:
-                    for row, key in zip(missing, todo):
-                        vec = table[row].copy()
-                        vec.setflags(write=False)
-                        self._cache[key] = vec
-                        self._cache.move_to_end(key)
-                    while len(self._cache) > self.cache_size:
-                        self._cache.popitem(last=False)
-        return table[index]
+                    self._remember(todo, missing, table)
+        return table, index
+
+    def _remember(self, keys: list[str], rows: list[int], table: np.ndarray) -> None:
+        """Cache ``table[rows]`` under ``keys`` (caller holds the cache lock), evicting the
+        least recently used strings beyond ``cache_size``."""
+        cache, size = self._cache, self.cache_size
+        slot_rows: dict[int, int] = {}  # a slot reused within this call keeps its last row
+        for key, row in zip(keys, rows):
+            slot = cache.get(key)  # another thread may have added it meanwhile
+            if slot is not None:
+                cache.move_to_end(key)
+            elif len(cache) >= size:
+                slot = cache.popitem(last=False)[1]
+                cache[key] = slot
+            else:
+                slot = cache[key] = len(cache)  # slots 0..len-1 are in use until evictions
+            slot_rows[slot] = row
+        need = max(slot_rows) + 1
+        store = self._store
+        if store is None or len(store) < need:
+            grown = np.zeros((min(size, max(need, 2 * (0 if store is None else len(store)),
+                                            1024)), self.dim), dtype=np.float32)
+            if store is not None:
+                grown[:len(store)] = store
+            self._store = store = grown
+        store[list(slot_rows)] = table[list(slot_rows.values())]
 
     def cache_info(self) -> CacheInfo:
         with self._cache_lock:
@@ -160,6 +198,7 @@ class TextEncoder:
         """Drop every cached vector and reset the counters."""
         with self._cache_lock:
             self._cache.clear()
+            self._store = None
             self._hits = self._misses = self._empty = 0
 
     def __repr__(self) -> str:

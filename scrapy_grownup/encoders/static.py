@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,12 @@ TOKENIZER_FILE = "tokenizer.json"
 EMBEDDINGS_FILE = "embeddings.safetensors"
 CONFIG_FILE = "config.json"
 EMBEDDINGS_KEY = "embeddings"
+# Distinct words whose token ids are kept (about 100 bytes each); the table restarts when full.
+WORD_CACHE_SIZE = 500_000
+WORDS_PER_CALL = 1_000  # new words joined into one tokenizer input
+# Characters Python's str.split() splits on that the tokenizer's normaliser deletes instead
+# (control characters, not Unicode White_Space): words around them would join in the tokenizer.
+_SPLIT_MISMATCH = re.compile("[\x1c-\x1f]")
 
 
 def default_asset_dir() -> Path:
@@ -76,16 +84,98 @@ class StaticEncoder(TextEncoder):
         if unk is not None and 0 <= int(unk) < len(keep):
             keep[int(unk)] = False
         self._keep = keep
+        self._clear_words()
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        with self._model_lock:
+            self._clear_words()
+
+    def _clear_words(self) -> None:
+        # Word -> row; row r's token ids are _word_tokens[_word_start[r]:_word_start[r + 1]].
+        self._word_row: dict[str, int] = {}
+        self._word_start = np.zeros(1, dtype=np.int64)
+        self._word_tokens = np.zeros(0, dtype=np.int64)
+
+    def _token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, lengths)``: the token ids of all ``texts`` concatenated, and per text.
+
+        The same ids as tokenizing each text (BERT normalisation and pre-tokenisation act per
+        character and split at whitespace, so a text's tokens are its words' tokens in order),
+        but each distinct word is tokenized once and remembered: words repeat far more than
+        texts. Texts whose split could differ from the tokenizer's go to it whole.
+        """
+        odd = [i for i, text in enumerate(texts) if _SPLIT_MISMATCH.search(text)] \
+            if _SPLIT_MISMATCH.search(" ".join(texts)) else []
+        if odd:
+            whole = self.tokenizer.encode_batch_fast([texts[i] for i in odd],
+                                                     add_special_tokens=False)
+            odd_ids = dict(zip(odd, (e.ids for e in whole)))
+            texts = [text if i not in odd_ids else "" for i, text in enumerate(texts)]
+        words = [text.split() for text in texts]
+        flat = list(chain.from_iterable(words))
+        row_of = self._word_row
+        new = [word for word in dict.fromkeys(flat) if word not in row_of]
+        if new:
+            if len(row_of) + len(new) > WORD_CACHE_SIZE:
+                self._clear_words()
+                row_of = self._word_row
+                new = list(dict.fromkeys(flat))
+            tokens, counts = self._tokenize_words(new)
+            base = len(row_of)
+            row_of.update(zip(new, range(base, base + len(new))))
+            self._word_start = np.concatenate(
+                [self._word_start, self._word_start[-1] + np.cumsum(counts)])
+            self._word_tokens = np.concatenate([self._word_tokens, tokens])
+        rows = np.fromiter(map(row_of.__getitem__, flat), dtype=np.int64, count=len(flat))
+        start = self._word_start[rows]
+        count = self._word_start[rows + 1] - start
+        total = int(count.sum())
+        # Expand every word to its token range: position p of word w reads start[w] + offset.
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        ids = self._word_tokens[np.repeat(start, count) + offsets]
+        # Tokens per text: token count up to each text's last word, differenced.
+        word_ends = np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(texts)))
+        token_ends = np.r_[0, np.cumsum(count)][word_ends]
+        lengths = np.diff(np.r_[0, token_ends])
+        if odd:
+            parts, cursor, out_lengths = [], 0, lengths.copy()
+            for i in range(len(texts)):
+                if i in odd_ids:
+                    parts.append(np.asarray(odd_ids[i], dtype=np.int64))
+                    out_lengths[i] = len(odd_ids[i])
+                else:
+                    parts.append(ids[cursor:cursor + lengths[i]])
+                    cursor += lengths[i]
+            return np.concatenate(parts) if parts else ids, out_lengths
+        return ids, lengths
+
+    def _tokenize_words(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, counts)`` of distinct whitespace-free ``words``: tokenized as a few long
+        space-joined texts (the tokenizer's cost is mostly per text), each token assigned to
+        its word by the character offset where it starts."""
+        chunks = [words[i:i + WORDS_PER_CALL] for i in range(0, len(words), WORDS_PER_CALL)]
+        encodings = self.tokenizer.encode_batch([" ".join(chunk) for chunk in chunks],
+                                                add_special_tokens=False)
+        ids, counts = [], []
+        for chunk, encoding in zip(chunks, encodings):
+            size = np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)) + 1
+            starts = np.cumsum(size) - size
+            chunk_ids = np.asarray(encoding.ids, dtype=np.int64)
+            if len(chunk_ids):
+                first = np.fromiter((o[0] for o in encoding.offsets), dtype=np.int64,
+                                    count=len(chunk_ids))
+                word = np.searchsorted(starts, first, side="right") - 1
+                counts.append(np.bincount(word, minlength=len(chunk)))
+            else:
+                counts.append(np.zeros(len(chunk), dtype=np.int64))
+            ids.append(chunk_ids)
+        return np.concatenate(ids), np.concatenate(counts).astype(np.int64)
 
     def _encode_uncached(self, texts: list[str]) -> np.ndarray:
         from scipy.sparse import csr_matrix
 
-        encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-        token_ids = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(texts))
-        ids = np.fromiter(
-            (i for row in token_ids for i in row), dtype=np.int64, count=int(lengths.sum())
-        )
+        ids, lengths = self._token_ids(texts)
         segment = np.repeat(np.arange(len(texts)), lengths)
         mask = self._keep[ids]
         ids, segment = ids[mask], segment[mask]

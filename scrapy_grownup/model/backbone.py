@@ -15,6 +15,14 @@ masked). Memory is O(pages * L^2) for the longest page L: a batch mixing one hug
 many small ones is split into groups of similar size when the padded size would exceed
 ``max_attention_cells``, and a single huge page chunks its queries (see ``SelfAttention``),
 so memory stays bounded while compute stays O(L^2) per page.
+
+Inference (eval mode with autograd off and no autocast, as ``ArticleExtractor`` runs it) takes
+a faster path computing the same function (to float rounding): each conv block's projections
+are computed only for the nodes that need them (see ``layers.EdgePlan``) and self loops need no
+gather or scatter; the first LSTM step skips the recurrent matmul of its all-zero state, and
+tanh goes through the (much faster) sigmoid; and when the batch carries the text blocks as
+indices into tables of distinct strings (``Featurizer.batch``), the first prelim block projects each
+distinct string once and gathers, instead of multiplying the dense ``[N, 3*D]`` embeddings.
 """
 
 from __future__ import annotations
@@ -28,7 +36,12 @@ from torch_geometric.utils import to_dense_batch
 
 from .config import ModelConfig
 from .layers import (NUM_EDGE_TYPES, GraphBlock, TransformerBlock, cls_init_, edge_gather_index,
-                     make_linear)
+                     cached_weights, make_linear, typed_edge_plan)
+
+# A batch may give an input block ``name`` as ``{name}_index`` [N] (long) rows into
+# ``{name}_table`` [U, D] instead of a dense [N, D] ``name``: the strings of pages repeat.
+TABLE_SUFFIX = "_table"
+INDEX_SUFFIX = "_index"
 
 
 def graph_inputs(batch: Any) -> tuple[Tensor, int, int]:
@@ -122,7 +135,7 @@ class GrownUpBackbone(nn.Module):
         parts, n = [], batch.num_nodes
         dtype = next(self.parameters()).dtype
         for name, size in self.config.input_blocks:
-            block = getattr(batch, name, None)
+            block = self._input_block(batch, name)
             if block is None:
                 raise ValueError(f"input block {name!r} is missing from the graph; the model "
                                  f"expects blocks {self.config.input_blocks}")
@@ -133,6 +146,18 @@ class GrownUpBackbone(nn.Module):
                     f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
             parts.append(block.to(dtype))
         return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def _input_block(batch: Any, name: str) -> Tensor | None:
+        """Dense input block ``name``, materialised from its index form if that is what the
+        batch holds."""
+        block = getattr(batch, name, None)
+        if block is None:
+            index = getattr(batch, name + INDEX_SUFFIX, None)
+            table = getattr(batch, name + TABLE_SUFFIX, None)
+            if index is not None and table is not None:
+                block = table.index_select(0, index)
+        return block
 
     @staticmethod
     def check_edges(edge_index: Tensor, edge_type: Tensor, num_nodes: int) -> None:
@@ -151,6 +176,8 @@ class GrownUpBackbone(nn.Module):
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
+        if not self.training and not torch.is_grad_enabled() and not _autocast_active():
+            return self._forward_inference(batch)
         vec, n, num_graphs = graph_inputs(batch)
         x = self.assemble_inputs(batch)
         edge_index, edge_type = batch.edge_index, batch.edge_type
@@ -175,6 +202,86 @@ class GrownUpBackbone(nn.Module):
         x, cls = self._attend(self.transformer_in(x), vec, num_graphs)
         page = cls if self.config.readout == "cls" else self._pool(x, vec, num_graphs)
         return x, page
+
+    def _forward_inference(self, batch: Any) -> tuple[Tensor, Tensor]:
+        """``forward`` in eval mode without autograd (see the module docstring)."""
+        vec, n, num_graphs = graph_inputs(batch)
+        edge_index, edge_type = batch.edge_index, batch.edge_type
+        self.check_edges(edge_index, edge_type, n)
+        prelim = list(self.prelim)
+        x = self._first_block_inference(batch, n) if prelim else None
+        if x is None:
+            x = self.assemble_inputs(batch)
+        else:
+            prelim = prelim[1:]
+        for block in prelim:
+            x = block.forward_inference(x)
+        plan = typed_edge_plan(edge_index, edge_type, n) if self.layers else None
+        state = None
+        for conv_block, linear_block in self.layers:
+            x = conv_block.forward_inference(x, plan)
+            x = linear_block.forward_inference(x)
+            if self.lstm is not None:
+                state = _lstm_step(self.lstm, x, state)
+                x = state[0]
+
+        if self.transformer_in is None:
+            return x, self._pool(x, vec, num_graphs)
+        x, cls = self._attend(self.transformer_in(x), vec, num_graphs)
+        page = cls if self.config.readout == "cls" else self._pool(x, vec, num_graphs)
+        return x, page
+
+    def _first_block_inference(self, batch: Any, n: int) -> Tensor | None:
+        """The first prelim block from the index form of the text blocks: each block's slice of
+        the (op, residual) weights multiplies the distinct strings once, rows are gathered per
+        node. ``None`` when the batch or the block does not allow it."""
+        if not any(getattr(batch, name, None) is None
+                   and getattr(batch, name + INDEX_SUFFIX, None) is not None
+                   for name, _ in self.config.input_blocks):
+            return None  # all blocks dense: nothing to gain over assemble_inputs
+        first = self.prelim[0]
+        fused = first.fused_input_weights()
+        if fused is None:
+            return None
+        weight, bias = fused
+        dtype = weight.dtype
+        gathered, dense, columns, start = [], [], [], 0
+        for name, size in self.config.input_blocks:
+            cols = slice(start, start + size)
+            start += size
+            block = getattr(batch, name, None)
+            index = table = None
+            if block is None:
+                index = getattr(batch, name + INDEX_SUFFIX, None)
+                table = getattr(batch, name + TABLE_SUFFIX, None)
+                if index is None or table is None:
+                    raise ValueError(f"input block {name!r} is missing from the graph; the "
+                                     f"model expects blocks {self.config.input_blocks}")
+            if index is not None:
+                if index.shape != (n,) or table.dim() != 2 or table.shape[1] != size:
+                    raise ValueError(
+                        f"input block {name!r}: index {tuple(index.shape)} into a table "
+                        f"{tuple(table.shape)}, the model expects [{n}] rows of width {size}")
+                gathered.append((index, table, cols))
+            else:
+                if block.dim() != 2 or block.shape[0] != n or block.shape[1] != size:
+                    raise ValueError(
+                        f"input block {name!r} has shape {tuple(block.shape)}, the model expects "
+                        f"[{n}, {size}] (model encoder {self.config.encoder!r}, feature version "
+                        f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
+                dense.append(block.to(dtype))
+                columns.append(cols)
+        if dense:
+            w_dense = torch.cat([weight[:, c] for c in columns], dim=1)
+            x_dense = dense[0] if len(dense) == 1 else torch.cat(dense, dim=1)
+            y = torch.nn.functional.linear(x_dense, w_dense, bias)
+        else:
+            y = bias.expand(n, -1).clone()
+        for index, table, cols in gathered:
+            projected = torch.nn.functional.linear(table.to(dtype), weight[:, cols])
+            y.add_(projected.index_select(0, index))
+        out = first.op.lin.out_features
+        return first.finish(y[:, :out], first.residual[1](y[:, out:]))
 
     def _pool(self, x: Tensor, vec: Tensor, num_graphs: int) -> Tensor:
         if self.config.readout == "max":
@@ -211,6 +318,55 @@ class GrownUpBackbone(nn.Module):
         for block in self.transformer:
             seq = block(seq, key_mask)
         return seq[:, 1:][mask], seq[:, 0]
+
+
+def _autocast_active() -> bool:
+    """Autocast does not cover the inference path's in-place ops: it takes the plain path."""
+    try:
+        return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+    except TypeError:  # pragma: no cover - torch without the device argument
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def _lstm_inference_weights(cell: nn.LSTMCell) -> tuple[Tensor, Tensor, Tensor]:
+    """``(W_ih, W_hh, b_ih + b_hh)`` with the cell-gate rows doubled (exact in floating point),
+    so one sigmoid over all gates gives ``sigmoid(2 g)``, from which ``tanh(g)`` follows."""
+    k = cell.hidden_size
+    params = [p for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+              if p is not None]
+
+    def build():
+        scale = cell.weight_ih.new_ones(4 * k, 1)
+        scale[2 * k:3 * k] = 2.0
+        bias = cell.weight_ih.new_zeros(4 * k)
+        for b in (cell.bias_ih, cell.bias_hh):
+            if b is not None:
+                bias = bias + b
+        return ((cell.weight_ih * scale).contiguous(), (cell.weight_hh * scale).contiguous(),
+                (bias * scale[:, 0]).contiguous())
+
+    return cached_weights(cell, "inference", params, build)
+
+
+def _lstm_step(cell: nn.LSTMCell, x: Tensor,
+               state: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
+    """``cell(x, state)`` for inference (``state=None``: zeros, whose recurrent matmul is
+    skipped). ``tanh(z)`` is computed as ``2 sigmoid(2z) - 1``: the CPU's tanh kernel is several
+    times slower than its sigmoid; the results agree to ~1e-7."""
+    w_ih, w_hh, bias = _lstm_inference_weights(cell)
+    gates = torch.addmm(bias, x, w_ih.t())
+    if state is not None:
+        gates.addmm_(state[0], w_hh.t())
+    if gates.dtype in (torch.float16, torch.bfloat16):  # 2 sigmoid(2z) - 1 is too coarse there
+        i, f, g, o = gates.chunk(4, 1)
+        i, f, o, g = torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o), torch.tanh(g * 0.5)
+        c = i * g if state is None else torch.addcmul(f * state[1], i, g)
+        return o * torch.tanh(c), c
+    i, f, g, o = torch.sigmoid_(gates).chunk(4, 1)
+    g = g.mul(2.0).sub_(1.0)  # tanh of the cell gate
+    c = i * g if state is None else torch.addcmul(f * state[1], i, g)
+    h = torch.sigmoid_(c * 2.0).mul_(2.0).sub_(1.0).mul_(o)
+    return h, c
 
 
 def _init_lstm_(cell: nn.LSTMCell) -> None:
