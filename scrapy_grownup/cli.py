@@ -85,6 +85,12 @@ def cmd_genre_cv(args) -> int:
     return run(args)
 
 
+def cmd_fit_heads(args) -> int:
+    from .training.heads import run
+
+    return run(args)
+
+
 def cmd_roles_eval(args) -> int:
     from .training.roles import run
 
@@ -183,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="datasets whose content labels are trained (default: all of them)")
     p.set_defaults(func=cmd_train)
 
-    from .training import genre as genre_module, roles as roles_module
+    from .training import genre as genre_module, heads as heads_module, roles as roles_module
 
     p = sub.add_parser("genre-cv", help="10-fold CV of the genre head vs a TF-IDF baseline")
     genre_module.add_arguments(p)
@@ -192,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
     roles_module.add_arguments(p)
     p.set_defaults(func=cmd_roles_eval)
+
+    p = sub.add_parser("fit-heads", help="add genre and role heads to a content model "
+                       "(frozen backbone)")
+    heads_module.add_arguments(p)
+    p.set_defaults(func=cmd_fit_heads)
 
     p = sub.add_parser("evaluate", help="score models and baselines on test pages")
     p.add_argument("--model", action="append", default=None,

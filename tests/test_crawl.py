@@ -58,6 +58,9 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
     for item in stories:
         assert first_paragraph(item["url"]) in item["text"]
         assert "All rights reserved" not in item["text"]
+        # the block-role head keeps the readers' comments apart from the article
+        assert "reader0" in item["comments"] and "reader0" not in item["text"]
+        assert isinstance(item["related_links"], list)
         assert item["model"] == "fast" and item["model_version"]
         assert set(item["timing"]) == {"parse_ms", "batch_ms", "total_ms"}
     big = [item for item in items if item["url"].endswith("/big.html")]
@@ -140,3 +143,47 @@ def test_graceful_stop_loses_no_item(tmp_path):
     dropped = sum(grownup(stats, "dropped").values())
     assert stats["grownup/claimed"] == stats.get("grownup/items", 0) + dropped
     assert len(items) == stats.get("grownup/items", 0)
+
+
+def test_page_types_keep_only_the_chosen_types(tmp_path):
+    """Real page-type pages: an item is kept exactly when the shipped genre head puts its page
+    in GROWNUP_PAGE_TYPES; every other page is one counted ``page_type`` drop."""
+    from scrapy_grownup import ArticleExtractor, datasets
+    from scrapy_grownup.training.trainer import heldout_ids
+
+    try:
+        records = {r.id: r for r in datasets.load("pagetype")}
+    except datasets.DatasetNotAvailable:
+        pytest.skip("page-type data not available")
+    chosen = []
+    for genre in ("article", "product", "forum", "documentation"):
+        chosen += [records[i] for i in heldout_ids("pagetype")
+                   if records[i].extra["page_type"] == genre][:2]
+    root = tmp_path / "site"
+    root.mkdir()
+    links = []
+    for k, record in enumerate(chosen):
+        (root / f"page-{k}.html").write_bytes(record.html)
+        links.append(f'<a href="page-{k}.html">page {k}</a>')
+    (root / "index.html").write_text("<html><body>" + " ".join(links) + "</body></html>")
+    server, base = serve(root)
+    try:
+        stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index",
+                                 settings={"GROWNUP_PAGE_TYPES": ["article"]})
+    finally:
+        server.shutdown()
+    extractor = ArticleExtractor.from_pretrained("fast")
+    pages = {f"{base}/page-{k}.html": record.html for k, record in enumerate(chosen)}
+    pages[f"{base}/index.html"] = (root / "index.html").read_bytes()
+    expected = {}  # url -> (page type, has text)
+    for url, html in pages.items():
+        article = extractor.extract(html, url=url, content_type="text/html")
+        expected[url] = (article.page_type, bool(article.text.strip()))
+    kept = {item["url"]: item["page_type"] for item in items}
+    assert kept == {url: t for url, (t, text) in expected.items() if t == "article" and text}
+    assert all(0 < item["page_type_score"] <= 1 for item in items)
+    dropped = grownup(stats, "dropped")
+    assert dropped.get("page_type", 0) == sum(t != "article" for t, _ in expected.values()) > 0
+    assert kept  # something kept, something dropped
+    assert stats["grownup/items"] + sum(dropped.values()) == stats["grownup/claimed"] == \
+        len(pages)

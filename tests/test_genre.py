@@ -12,14 +12,6 @@ from scrapy_grownup.training.genre import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_genre_index():
     assert [genre_index(g) for g in GENRES] == list(range(7))
     assert genre_index("blog") == genre_index("article") == 0

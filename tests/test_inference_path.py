@@ -21,14 +21,6 @@ BLOCKS = [("x_text", 8), ("x_class", 8), ("x_id", 8), ("x_struct", 135), ("x_pos
 TEXT_BLOCKS = ("x_text", "x_class", "x_id")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def model_for(seed=0, **overrides):
     torch.manual_seed(seed)
     config = ModelConfig.preset("tiny", encoder="static", input_blocks=BLOCKS,

@@ -17,15 +17,6 @@ from scrapy_grownup.model import (
     weighted_bce_with_smoothing,
 )
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add latency (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 BLOCKS = [("x_text", 8), ("x_class", 8), ("x_id", 8), ("x_struct", 135), ("x_pos", 32)]
 
 

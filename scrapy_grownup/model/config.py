@@ -13,6 +13,8 @@ from typing import Any
 # Width of a text block per encoder name (the featurizer's encoders).
 ENCODER_DIMS = {"minilm": 384, "static": 256}
 READOUTS = ("cls", "mean", "max")
+GENRE_READOUTS = ("page", "content_pooled")
+ROLE_FEATURES = ("nodes", "context")
 ACTIVATIONS = ("quick_gelu", "gelu")
 
 
@@ -49,6 +51,16 @@ class ModelConfig:
     # head: mean readouts of different pages are nearly parallel (cosine ~0.98 at init), which
     # a cosine classifier cannot separate without it.
     genre_batchnorm: bool = True
+    # What the genre head sees: "page" (the readout above: CLS or mean) or "content_pooled"
+    # (``heads.ContentPooledReadout``: node features, text and structure pooled separately
+    # over content and boilerplate by the content head's scores, projected to genre_hidden).
+    genre_readout: str = "page"
+    genre_hidden: int = 128
+    genre_dropout: float = 0.5
+    role_head_hidden: int = 0       # 0: Linear(K, R); else Linear(K, h) -> ReLU -> Linear(h, R)
+    # What the role head sees: "nodes" (the node features) or "context"
+    # (``heads.ContextRoleHead``: also the node's own inputs and its ancestors' class / id).
+    role_features: str = "nodes"
     num_roles: int = 0              # > 0 adds a multi-class per-node role head
     genre_names: list[str] = field(default_factory=list)  # class names of the genre head
     role_names: list[str] = field(default_factory=list)   # class names of the role head
@@ -74,7 +86,7 @@ class ModelConfig:
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         for name in ("num_layers", "num_transformer_layers", "node_head_hidden", "num_genres",
-                     "num_roles"):
+                     "num_roles", "role_head_hidden"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         for classes, count, what in ((self.genre_names, self.num_genres, "genre"),
@@ -90,6 +102,14 @@ class ModelConfig:
         if self.num_transformer_layers and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} not divisible by "
                             f"num_heads {self.num_heads}")
+        if self.genre_readout not in GENRE_READOUTS:
+            problems.append(f"genre_readout {self.genre_readout!r} not in {GENRE_READOUTS}")
+        if self.genre_hidden <= 0 or not 0.0 <= self.genre_dropout < 1.0:
+            problems.append("genre_hidden must be positive and genre_dropout in [0, 1)")
+        if self.role_features not in ROLE_FEATURES:
+            problems.append(f"role_features {self.role_features!r} not in {ROLE_FEATURES}")
+        if self.role_features == "context" and self.num_roles and not self.role_head_hidden:
+            problems.append("role_features 'context' needs role_head_hidden > 0")
         if self.readout not in READOUTS:
             problems.append(f"readout {self.readout!r} not in {READOUTS}")
         if self.readout == "cls" and self.num_transformer_layers == 0:

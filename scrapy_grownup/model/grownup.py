@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from ..errors import ModelLoadError
 from .backbone import GrownUpBackbone
 from .config import ModelConfig
-from .heads import ArcFaceHead, NodeHead, PageBatchNorm
+from .heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
+                    parent_rows)
 
 FORMAT_VERSION = 1
 WEIGHTS_NAME = "model.safetensors"
@@ -47,12 +48,18 @@ class GrownUpModel(nn.Module):
         k = config.hidden_size
         self.backbone = GrownUpBackbone(config)
         self.node_head = NodeHead(k, config.node_head_hidden, 1)
-        self.genre_head = (ArcFaceHead(k, config.num_genres, config.arcface_scale,
+        pooled = bool(config.num_genres) and config.genre_readout == "content_pooled"
+        self.genre_readout = _pooled_readout(config) if pooled else None
+        genre_dim = config.genre_hidden if pooled else k
+        self.genre_head = (ArcFaceHead(genre_dim, config.num_genres, config.arcface_scale,
                                        config.arcface_margin) if config.num_genres else None)
         self.genre_norm = (PageBatchNorm(k) if config.num_genres and config.genre_batchnorm
-                           else None)
-        self.role_head = (NodeHead(k, config.node_head_hidden, config.num_roles)
-                          if config.num_roles else None)
+                           and not pooled else None)
+        self.role_head: nn.Module | None = None
+        if config.num_roles and config.role_features == "context":
+            self.role_head = _context_role_head(config)
+        elif config.num_roles:
+            self.role_head = NodeHead(k, config.role_head_hidden, config.num_roles)
 
     @property
     def genre_names(self) -> list[str]:
@@ -68,12 +75,54 @@ class GrownUpModel(nn.Module):
         """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and
         ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
         nodes, pages = self.backbone(batch)
+        node_logits = self.node_head(nodes)
         genre = genre_features = None
         if self.genre_head is not None:
-            genre_features = self.genre_norm(pages) if self.genre_norm is not None else pages
+            genre_features = self.genre_inputs(batch, nodes, pages, node_logits)
+            if self.genre_readout is not None:
+                genre_features = self.genre_readout(genre_features)
+            elif self.genre_norm is not None:
+                genre_features = self.genre_norm(genre_features)
             genre = self.genre_head(genre_features, genre_labels)
-        roles = self.role_head(nodes) if self.role_head is not None else None
-        return ModelOutput(self.node_head(nodes), nodes, pages, genre, roles, genre_features)
+        roles = None
+        if isinstance(self.role_head, ContextRoleHead) and not self.training \
+                and not torch.is_grad_enabled():
+            roles = self.role_head.infer(
+                nodes, torch.sigmoid(node_logits.float()),
+                *(input_block(batch, name) for name in ("x_text", "x_class", "x_id")),
+                input_rows(batch, "x_struct"), self._parents(batch, nodes.shape[0]))
+        elif self.role_head is not None:
+            roles = self.role_head(self.role_inputs(batch, nodes, node_logits))
+        return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features)
+
+    def role_inputs(self, batch: Any, nodes: Tensor, node_logits: Tensor) -> Tensor:
+        """What the role head's trainable part reads per node: the node features, or the
+        parameter-free context of ``ContextRoleHead`` (training caches it per node)."""
+        if not isinstance(self.role_head, ContextRoleHead):
+            return nodes
+        rows = [input_rows(batch, name) for name in ("x_text", "x_class", "x_id", "x_struct")]
+        return self.role_head.inputs(nodes, torch.sigmoid(node_logits.detach().float()), *rows,
+                                     self._parents(batch, nodes.shape[0]))
+
+    @staticmethod
+    def _parents(batch: Any, num_nodes: int) -> Tensor:
+        from ..dom import EDGE_PARENT
+
+        return parent_rows(batch.edge_index, batch.edge_type, num_nodes, EDGE_PARENT)
+
+    def genre_inputs(self, batch: Any, nodes: Tensor, pages: Tensor,
+                     node_logits: Tensor) -> Tensor:
+        """What the genre head's trainable part starts from: the page readout, or the
+        parameter-free pooling of ``ContentPooledReadout`` (training caches it per page)."""
+        if self.genre_readout is None:
+            return pages
+        from .backbone import graph_inputs
+
+        vec, _, num_pages = graph_inputs(batch)
+        return self.genre_readout.pool(
+            nodes, torch.sigmoid(node_logits.detach().float()),
+            lambda rows: input_rows(batch, "x_text", rows), input_rows(batch, "x_struct"),
+            vec, num_pages)
 
     def head_probabilities(self, output: ModelOutput) -> tuple[Any, Any]:
         """``(roles [N, R], genre [B, G])`` numpy probabilities of ``output`` (None for a head
@@ -230,6 +279,62 @@ class GrownUpModel(nn.Module):
         model.load_state_dict(state, strict=True)
         model.to(torch.device(map_location))
         return model.eval()
+
+
+def input_rows(batch: Any, name: str, rows: Tensor | None = None) -> Tensor:
+    """Input block ``name`` of a batch (all nodes, or the ``rows`` given), whether the batch
+    holds it dense or as indices into a table of distinct strings."""
+    table, index = input_block(batch, name)
+    if index is None:
+        return table if rows is None else table.index_select(0, rows)
+    return table.index_select(0, index if rows is None else index.index_select(0, rows))
+
+
+def input_block(batch: Any, name: str) -> tuple[Tensor, Tensor | None]:
+    """``(table, index)`` of input block ``name``: the distinct strings' vectors and a row per
+    node, or ``(dense rows, None)`` when the batch holds the block dense."""
+    from .backbone import INDEX_SUFFIX, TABLE_SUFFIX
+
+    block = getattr(batch, name, None)
+    if block is not None:
+        return block, None
+    index = getattr(batch, name + INDEX_SUFFIX, None)
+    table = getattr(batch, name + TABLE_SUFFIX, None)
+    if index is None or table is None:
+        raise ValueError(f"input block {name!r} is missing from the graph")
+    return table, index
+
+
+def _text_length_column() -> int:
+    """Column of ``log(1 + own text length) / 8`` in the structural block."""
+    from ..dom import STRUCT_BLOCKS
+
+    offset = 0
+    for name, size in STRUCT_BLOCKS:
+        if name == "text_length":
+            return offset
+        offset += size
+    raise RuntimeError("the structural block has no text_length column")
+
+
+def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
+    widths = dict(config.input_blocks)
+    missing = {"x_text", "x_struct"} - set(widths)
+    if missing:
+        raise ValueError(f"genre_readout 'content_pooled' needs input blocks {sorted(missing)}")
+    return ContentPooledReadout(config.hidden_size, widths["x_text"], widths["x_struct"],
+                                _text_length_column(), config.genre_hidden,
+                                config.genre_dropout)
+
+
+def _context_role_head(config: ModelConfig) -> ContextRoleHead:
+    widths = dict(config.input_blocks)
+    missing = {"x_text", "x_class", "x_id", "x_struct"} - set(widths)
+    if missing or widths.get("x_class") != widths.get("x_id"):
+        raise ValueError(f"role_features 'context' needs input blocks x_text, x_class, x_id "
+                         f"(as wide as x_class) and x_struct; have {config.input_blocks}")
+    return ContextRoleHead(config.hidden_size, widths["x_text"], widths["x_class"],
+                           widths["x_struct"], config.role_head_hidden, config.num_roles)
 
 
 def _temp_path(directory: Path, name: str) -> Path:

@@ -2,7 +2,9 @@
 
 The genre head is a Li-ArcFace cosine classifier (scale 5, margin 0.3, as in the paper) on the
 page readout (the CLS token when the model has Transformer blocks, else the mean of the node
-features). Its classes are the page-type set's types; the set's two "blog" pages are articles.
+features) or, with ``genre_readout="content_pooled"`` (what ships), on node features, text and
+structure pooled separately over content and boilerplate (``heads.ContentPooledReadout``). Its
+classes are the page-type set's types; the set's two "blog" pages are articles.
 
 ``python -m scrapy_grownup.training.genre --folds 10`` (``grownup genre-cv``) featurizes every
 page of the page-type set once (cached), then for each of the stratified folds (sites never
@@ -10,7 +12,9 @@ straddle two folds) trains a small model on the other folds and classifies the f
 a text-only baseline (TF-IDF of the visible text + logistic regression) runs on the same folds
 in the same run. It prints a table and one JSON line. ``--init DIR`` starts every fold from a
 content model's backbone (one never trained on page-type pages, so no fold sees its test pages);
-``--state FILE`` keeps finished folds so an interrupted run resumes. ``--model DIR`` instead
+``--state FILE`` keeps finished folds so an interrupted run resumes. ``--init DIR --frozen``
+keeps that model's backbone and content head and fits only a content-pooled genre head per
+fold, as ``grownup fit-heads`` builds the shipped one. ``--model DIR`` instead
 scores a trained model's genre head on the page-type hold-out, next to the baseline trained on
 the other pages.
 """
@@ -193,6 +197,7 @@ def cross_validate(args) -> dict:
     start = time.perf_counter()
     # Finished folds are kept in --state, so an interrupted run resumes with the next fold.
     setting = json.dumps({"folds": args.folds, "init": args.init, "seed": args.seed,
+                          "frozen": bool(args.frozen),
                           "preset": args.preset,
                           "overrides": overrides, "epochs": args.epochs, "lr": args.lr,
                           "content_weight": args.content_weight,
@@ -201,6 +206,19 @@ def cross_validate(args) -> dict:
     state = json.loads(state_path.read_text()) if state_path and state_path.exists() else {}
     if state.get("setting") != setting:
         state = {"setting": setting, "folds": {}}
+    frozen = None
+    if args.frozen:
+        # Fit only the genre head on the --init model's frozen features (what `grownup
+        # fit-heads` ships): one backbone pass over every page, then seconds per fold.
+        from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+
+        if init is None:
+            raise SystemExit("--frozen needs --init (the content model whose backbone is kept)")
+        frozen = GrownUpModel(init.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
+                                                  genre_readout="content_pooled"))
+        frozen.backbone.load_state_dict(init.backbone.state_dict())
+        frozen.node_head.load_state_dict(init.node_head.state_dict())
+        pooled, _ = frozen_features(frozen, store, range(len(y)), batch_nodes=args.batch_nodes)
     for k, test in folds_run:
         if str(k) in state["folds"]:
             done_fold = state["folds"][str(k)]
@@ -210,19 +228,24 @@ def cross_validate(args) -> dict:
             continue
         test_set = set(test.tolist())
         train = [i for i in range(len(y)) if i not in test_set]
-        torch.manual_seed(args.seed * 1000 + k)
-        config = ModelConfig.preset(cfg.preset, encoder="static", text_dim=encoder.dim,
-                                    encoder_version=encoder.version, num_genres=len(GENRES),
-                                    genre_names=list(GENRES), **overrides)
-        model = GrownUpModel(config)
-        if init is not None:
-            model.backbone.load_state_dict(init.backbone.state_dict())
-            model.node_head.load_state_dict(init.node_head.state_dict())
         fold_start = time.perf_counter()
-        history = fit_epochs(model, store, train, aux, cfg,
-                             log=lambda r, k=k: logger.info("fold %d %s", k, json.dumps(r)))
-        preds = store_predictions(model, store, test.tolist(), args.batch_nodes)
-        gnn_pred[test] = [int(np.argmax(p["genre"])) for p in preds]
+        history: list[dict] = []
+        if frozen is not None:
+            fit_genre_head(frozen, pooled[train], y[train], HeadFitConfig(seed=args.seed * 1000 + k))
+            gnn_pred[test] = predict_genre(frozen, pooled[test]).argmax(1)
+        else:
+            torch.manual_seed(args.seed * 1000 + k)
+            config = ModelConfig.preset(cfg.preset, encoder="static", text_dim=encoder.dim,
+                                        encoder_version=encoder.version, num_genres=len(GENRES),
+                                        genre_names=list(GENRES), **overrides)
+            model = GrownUpModel(config)
+            if init is not None:
+                model.backbone.load_state_dict(init.backbone.state_dict())
+                model.node_head.load_state_dict(init.node_head.state_dict())
+            history = fit_epochs(model, store, train, aux, cfg,
+                                 log=lambda r, k=k: logger.info("fold %d %s", k, json.dumps(r)))
+            preds = store_predictions(model, store, test.tolist(), args.batch_nodes)
+            gnn_pred[test] = [int(np.argmax(p["genre"])) for p in preds]
         gnn_seconds = time.perf_counter() - fold_start
         text_pred[test] = text_baseline([texts[i] for i in train], y[train],
                                         [texts[i] for i in test], args.seed)
@@ -245,7 +268,8 @@ def cross_validate(args) -> dict:
         "classes": list(GENRES), "folds": args.folds, "folds_run": [k for k, _ in folds_run],
         "seed": args.seed, "preset": args.preset, "overrides": overrides,
         "epochs": args.epochs, "lr": args.lr, "content_weight": args.content_weight,
-        "init": args.init, "grownup": scores(y[done], gnn_pred[done]),
+        "init": args.init, "frozen": bool(args.frozen),
+        "grownup": scores(y[done], gnn_pred[done]),
         "text_tfidf_logreg": scores(y[done], text_pred[done]),
         "fold_accuracy": {
             "grownup_mean": float(np.mean([f["grownup_accuracy"] for f in per_fold])),
@@ -326,6 +350,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--init", default=None,
                         help="model directory whose backbone and content head start every fold "
                              "(it must not have been trained on page-type pages)")
+    parser.add_argument("--frozen", action="store_true",
+                        help="with --init: keep its backbone and content head, fit only the "
+                             "genre head (content-pooled readout) per fold, as fit-heads does")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--content-weight", type=float, default=1.0,
@@ -340,26 +367,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import torch
+    from .command import report
 
-    torch.set_num_threads(args.threads)
-    result = model_holdout(args) if args.model else cross_validate(args)
-    print(format_table(result))
-    line = json.dumps(result)
-    print(line)
-    if args.json:
-        Path(args.json).write_text(line + "\n")
-    return 0
+    return report(args, lambda a: model_holdout(a) if a.model else cross_validate(a),
+                  format_table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grownup genre-cv", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run(args)
+    from .command import standalone
+
+    return standalone("grownup genre-cv", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

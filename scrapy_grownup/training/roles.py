@@ -23,7 +23,6 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
@@ -413,12 +412,9 @@ def run_model_holdout(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grownup roles-eval", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return run(args)
+    from .command import standalone
+
+    return standalone("grownup roles-eval", __doc__, add_arguments, run, argv)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -438,16 +434,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import torch
+    from .command import report
 
-    torch.set_num_threads(args.threads)
-    result = run_model_holdout(args) if args.model else run_site_split(args)
-    print(format_table(result))
-    line = json.dumps(result)
-    print(line)
-    if args.json:
-        Path(args.json).write_text(line + "\n")
-    return 0
+    return report(args, lambda a: run_model_holdout(a) if a.model else run_site_split(a),
+                  format_table)
 
 
 if __name__ == "__main__":

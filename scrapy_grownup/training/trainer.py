@@ -366,7 +366,9 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     log = (out / "train.log").open("a", encoding="utf-8")
     sizes = [store.num_nodes(i) for i in train_idx]
 
-    while state["epoch"] < cfg.epochs and state["epoch"] - state["best_epoch"] < cfg.patience:
+    # (a run that stopped early stays stopped when the command is repeated)
+    while state["epoch"] < cfg.epochs and (state["best_epoch"] < 0 or
+                                           state["epoch"] - state["best_epoch"] < cfg.patience):
         epoch = state["epoch"] + 1
         # Every random draw of an epoch derives from (seed, epoch): a resumed run repeats
         # exactly what the uninterrupted run would have done.
@@ -441,107 +443,68 @@ def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels, cf
                 role_weights=None) -> dict:
     """Refit the genre and role heads of ``model`` on its frozen backbone's features.
 
-    The backbone runs once in eval mode over the labelled train and dev pages; each head (and
-    the genre head's batch norm, whose running statistics become the exact statistics of the
-    training features) is then trained for ``cfg.refit_steps`` Adam steps on those features.
-    A refit head replaces the model's only when its dev score is at least as good. Multi-task
-    training leaves the heads noisy from epoch to epoch while the best epoch is picked by
-    content F1; this makes the shipped heads fit the shipped backbone. Returns the dev scores.
+    Multi-task training leaves the heads noisy from epoch to epoch while the best epoch is
+    picked by content F1; this makes the shipped heads fit the shipped backbone
+    (``heads.fit_genre_head`` / ``fit_role_head`` on features of one backbone pass). A refit
+    head replaces the model's only when its dev score is at least as good. Returns the dev
+    scores.
     """
     import copy
 
     import torch
 
-    from ..model import PageBatchNorm, masked_cross_entropy
+    from .heads import (HeadFitConfig, fit_genre_head, fit_role_head, frozen_features,
+                        predict_genre)
     from .roles import role_scores
 
-    model.eval()
+    del role_weights  # the refit weighs classes itself (HeadFitConfig.role_balance)
+    fit = HeadFitConfig(genre_steps=cfg.refit_steps, role_steps=cfg.refit_steps,
+                        role_lr=cfg.refit_lr, role_balance=cfg.role_balance, seed=cfg.seed,
+                        batch_nodes=cfg.batch_nodes)
     ptr = store.page_ptr
-    pool = list(train_idx) + list(dev_idx)
-    has_roles = {i for i in pool if (aux.roles[ptr[i]:ptr[i + 1]] >= 0).any()}
-    need = sorted({i for i in pool if aux.genres[i] >= 0} | has_roles)
-    pages: dict[int, torch.Tensor] = {}
-    nodes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    with torch.inference_mode():
-        for ids in node_budget_batches([store.num_nodes(i) for i in need], cfg.batch_nodes):
-            chosen = [need[k] for k in ids]
-            batch = store.collate(chosen)
-            node_feats, page_feats = model.backbone(batch)
-            bptr = batch.ptr.tolist()
-            for j, i in enumerate(chosen):
-                pages[i] = page_feats[j].clone()
-                if i in has_roles:
-                    labels = torch.from_numpy(aux.roles[ptr[i]:ptr[i + 1]].astype(np.int64))
-                    keep = labels >= 0
-                    nodes[i] = (node_feats[bptr[j]:bptr[j + 1]][keep].clone(), labels[keep])
-    generator = torch.Generator().manual_seed(cfg.seed)
+    train_idx, dev_idx = list(train_idx), list(dev_idx)
+    x_genre, nodes = frozen_features(model, store, train_idx + dev_idx, aux.roles,
+                                     cfg.batch_nodes)
+    is_train = [True] * len(train_idx) + [False] * len(dev_idx)
+    pages = train_idx + dev_idx
     info: dict = {}
     if model.genre_head is not None:
-        train_g = [i for i in train_idx if aux.genres[i] >= 0]
-        dev_g = [i for i in dev_idx if aux.genres[i] >= 0]
+        train_g = [k for k, i in enumerate(pages) if is_train[k] and aux.genres[i] >= 0]
+        dev_g = [k for k, i in enumerate(pages) if not is_train[k] and aux.genres[i] >= 0]
         if train_g and dev_g:
-            x = torch.stack([pages[i] for i in train_g])
-            y = torch.from_numpy(aux.genres[train_g].astype(np.int64))
-            x_dev = torch.stack([pages[i] for i in dev_g])
-            y_dev = torch.from_numpy(aux.genres[dev_g].astype(np.int64))
-
-            def accuracy(norm, head) -> float:
-                with torch.no_grad():
-                    feats = norm(x_dev) if norm is not None else x_dev
-                    return float((head(feats).argmax(1) == y_dev).float().mean())
-
-            before = accuracy(model.genre_norm, model.genre_head)
-            norm = PageBatchNorm(x.shape[1]) if model.genre_norm is not None else None
-            head = copy.deepcopy(model.genre_head).train()
-            optimizer = torch.optim.Adam(head.parameters(), lr=cfg.refit_lr)
-            for _ in range(cfg.refit_steps):
-                pick = torch.randint(len(x), (min(32, len(x)),), generator=generator)
-                feats = norm.train()(x[pick]) if norm is not None else x[pick]
-                loss = head.loss(feats, y[pick])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            if norm is not None:
-                with torch.no_grad():
-                    norm.running_mean.copy_(x.mean(0))
-                    norm.running_var.copy_(x.var(0, unbiased=False))
-                norm.eval()
-            head.eval()
-            after = accuracy(norm, head)
+            y_dev = aux.genres[[pages[k] for k in dev_g]]
+            before = float((predict_genre(model, x_genre[dev_g]).argmax(1) == y_dev).mean())
+            candidate = copy.deepcopy(model)
+            fit_genre_head(candidate, x_genre[train_g], aux.genres[[pages[k] for k in train_g]],
+                           fit)
+            after = float((predict_genre(candidate, x_genre[dev_g]).argmax(1) == y_dev).mean())
             kept = after >= before
             if kept:
-                model.genre_norm, model.genre_head = norm, head
+                model.genre_readout, model.genre_norm, model.genre_head = (
+                    candidate.genre_readout, candidate.genre_norm, candidate.genre_head)
             info["genre"] = {"dev_accuracy_before": before, "dev_accuracy_after": after,
                              "dev_pages": len(dev_g), "kept": kept}
     if model.role_head is not None:
-        train_r = [i for i in train_idx if i in nodes]
-        dev_r = [i for i in dev_idx if i in nodes]
+        has = [k for k, i in enumerate(pages) if (aux.roles[ptr[i]:ptr[i + 1]] >= 0).any()]
+        train_r = [k for k in has if is_train[k]]
+        dev_r = [k for k in has if not is_train[k]]
         if train_r and dev_r:
-            x = torch.cat([nodes[i][0] for i in train_r])
-            y = torch.cat([nodes[i][1] for i in train_r])
-            x_dev = torch.cat([nodes[i][0] for i in dev_r])
-            y_dev = torch.cat([nodes[i][1] for i in dev_r]).numpy()
-            names = model.role_names
+            x_dev = torch.cat([nodes[k][0] for k in dev_r])
+            y_dev = torch.cat([nodes[k][1] for k in dev_r]).numpy()
 
             def macro_f1(head) -> float:
                 with torch.no_grad():
                     pred = head(x_dev).argmax(1).numpy()
-                return role_scores(y_dev, pred, names=names)["macro_f1"]
+                return role_scores(y_dev, pred, names=model.role_names)["macro_f1"]
 
             before = macro_f1(model.role_head)
-            head = copy.deepcopy(model.role_head).train()
-            optimizer = torch.optim.Adam(head.parameters(), lr=cfg.refit_lr)
-            for _ in range(cfg.refit_steps):
-                pick = torch.randint(len(x), (min(4096, len(x)),), generator=generator)
-                loss = masked_cross_entropy(head(x[pick]), y[pick], role_weights)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            head.eval()
-            after = macro_f1(head)
+            candidate = copy.deepcopy(model)
+            fit_role_head(candidate, torch.cat([nodes[k][0] for k in train_r]),
+                          torch.cat([nodes[k][1] for k in train_r]), fit)
+            after = macro_f1(candidate.role_head)
             kept = after >= before
             if kept:
-                model.role_head = head
+                model.role_head = candidate.role_head
             info["roles"] = {"dev_macro_f1_before": before, "dev_macro_f1_after": after,
                              "dev_nodes": int(len(y_dev)), "kept": kept}
     return info

@@ -1,0 +1,37 @@
+"""What the evaluation commands (genre-cv, roles-eval, fit-heads) share: a table for people,
+one JSON line for scripts, optionally the JSON line in a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Callable
+
+
+def report(args, compute: Callable[[argparse.Namespace], dict],
+           tables: Callable[[dict], str]) -> int:
+    """Run ``compute(args)`` on ``args.threads`` torch threads, print ``tables(result)`` and
+    the result as one JSON line (also written to ``args.json`` when given)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    result = compute(args)
+    print(tables(result))
+    line = json.dumps(result)
+    print(line)
+    if args.json:
+        Path(args.json).write_text(line + "\n")
+    return 0
+
+
+def standalone(prog: str, doc: str | None, add_arguments, run, argv: list[str] | None) -> int:
+    """``python -m`` entry point of a command: parse ``argv``, log to stderr, ``run(args)``."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(args)
