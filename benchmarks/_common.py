@@ -8,8 +8,10 @@ from pathlib import Path
 
 
 def pin_single_core() -> None:
-    """Make BLAS, OpenMP and torch use one thread, so figures are per core."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    """Make BLAS, OpenMP, the tokenizer (Rust, rayon) and torch use one thread, so figures are
+    per core."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "RAYON_NUM_THREADS"):
         os.environ[var] = "1"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

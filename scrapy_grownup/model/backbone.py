@@ -197,6 +197,11 @@ class GrownUpBackbone(nn.Module):
                 state = self.lstm(x, state)
                 x = state[0]
 
+        return self._readout(x, vec, num_graphs)
+
+    def _readout(self, x: Tensor, vec: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
+        """``(node features, page features)`` after the graph layers: the Transformer blocks
+        (if any) and the CLS token or pooled readout."""
         if self.transformer_in is None:
             return x, self._pool(x, vec, num_graphs)
         x, cls = self._attend(self.transformer_in(x), vec, num_graphs)
@@ -225,11 +230,7 @@ class GrownUpBackbone(nn.Module):
                 state = _lstm_step(self.lstm, x, state)
                 x = state[0]
 
-        if self.transformer_in is None:
-            return x, self._pool(x, vec, num_graphs)
-        x, cls = self._attend(self.transformer_in(x), vec, num_graphs)
-        page = cls if self.config.readout == "cls" else self._pool(x, vec, num_graphs)
-        return x, page
+        return self._readout(x, vec, num_graphs)
 
     def _first_block_inference(self, batch: Any, n: int) -> Tensor | None:
         """The first prelim block from the index form of the text blocks: each block's slice of

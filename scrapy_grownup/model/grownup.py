@@ -76,9 +76,11 @@ class GrownUpModel(nn.Module):
         ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
         nodes, pages = self.backbone(batch)
         node_logits = self.node_head(nodes)
+        # the heads read where the content is, without moving the content decision
+        content = torch.sigmoid(node_logits.detach().float())
         genre = genre_features = None
         if self.genre_head is not None:
-            genre_features = self.genre_inputs(batch, nodes, pages, node_logits)
+            genre_features = self.genre_inputs(batch, nodes, pages, content)
             if self.genre_readout is not None:
                 genre_features = self.genre_readout(genre_features)
             elif self.genre_norm is not None:
@@ -88,21 +90,20 @@ class GrownUpModel(nn.Module):
         if isinstance(self.role_head, ContextRoleHead) and not self.training \
                 and not torch.is_grad_enabled():
             roles = self.role_head.infer(
-                nodes, torch.sigmoid(node_logits.float()),
+                nodes, content,
                 *(input_block(batch, name) for name in ("x_text", "x_class", "x_id")),
                 input_rows(batch, "x_struct"), self._parents(batch, nodes.shape[0]))
         elif self.role_head is not None:
-            roles = self.role_head(self.role_inputs(batch, nodes, node_logits))
+            roles = self.role_head(self.role_inputs(batch, nodes, content))
         return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features)
 
-    def role_inputs(self, batch: Any, nodes: Tensor, node_logits: Tensor) -> Tensor:
+    def role_inputs(self, batch: Any, nodes: Tensor, content: Tensor) -> Tensor:
         """What the role head's trainable part reads per node: the node features, or the
         parameter-free context of ``ContextRoleHead`` (training caches it per node)."""
         if not isinstance(self.role_head, ContextRoleHead):
             return nodes
         rows = [input_rows(batch, name) for name in ("x_text", "x_class", "x_id", "x_struct")]
-        return self.role_head.inputs(nodes, torch.sigmoid(node_logits.detach().float()), *rows,
-                                     self._parents(batch, nodes.shape[0]))
+        return self.role_head.inputs(nodes, content, *rows, self._parents(batch, nodes.shape[0]))
 
     @staticmethod
     def _parents(batch: Any, num_nodes: int) -> Tensor:
@@ -110,17 +111,17 @@ class GrownUpModel(nn.Module):
 
         return parent_rows(batch.edge_index, batch.edge_type, num_nodes, EDGE_PARENT)
 
-    def genre_inputs(self, batch: Any, nodes: Tensor, pages: Tensor,
-                     node_logits: Tensor) -> Tensor:
+    def genre_inputs(self, batch: Any, nodes: Tensor, pages: Tensor, content: Tensor) -> Tensor:
         """What the genre head's trainable part starts from: the page readout, or the
-        parameter-free pooling of ``ContentPooledReadout`` (training caches it per page)."""
+        parameter-free pooling of ``ContentPooledReadout`` (training caches it per page);
+        ``content``: the content head's probabilities."""
         if self.genre_readout is None:
             return pages
         from .backbone import graph_inputs
 
         vec, _, num_pages = graph_inputs(batch)
         return self.genre_readout.pool(
-            nodes, torch.sigmoid(node_logits.detach().float()),
+            nodes, content,
             lambda rows: input_rows(batch, "x_text", rows), input_rows(batch, "x_struct"),
             vec, num_pages)
 

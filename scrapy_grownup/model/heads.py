@@ -51,7 +51,10 @@ class ArcFaceHead(nn.Module):
         super().__init__()
         self.scale, self.margin = float(scale), float(margin)
         self.weight = nn.Parameter(torch.empty(num_classes, in_dim))
-        nn.init.xavier_uniform_(self.weight)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.weight)  # the class centres
 
     def cosine(self, features: Tensor) -> Tensor:
         # float32 even under autocast: the clamp below and acos need the precision.

@@ -62,13 +62,13 @@ def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None
             chosen = [pages[k] for k in ids]
             batch = store.collate(chosen)
             node_feats, page_feats = model.backbone(batch)
-            logits = model.node_head(node_feats)
+            content = torch.sigmoid(model.node_head(node_feats).float())
             if model.genre_head is not None:
-                inputs = model.genre_inputs(batch, node_feats, page_feats, logits)
+                inputs = model.genre_inputs(batch, node_feats, page_feats, content)
                 for j, k in enumerate(ids):
                     genre[k] = inputs[j].clone()
             if roles is not None:
-                role_inputs = model.role_inputs(batch, node_feats, logits)
+                role_inputs = model.role_inputs(batch, node_feats, content)
                 bptr = batch.ptr.tolist()
                 for j, (k, i) in enumerate(zip(ids, chosen)):
                     labels = torch.from_numpy(roles[ptr[i]:ptr[i + 1]].astype(np.int64))
@@ -164,13 +164,10 @@ def _genre_transform(readout, norm, x):
 
 
 def _reset(module) -> None:
+    """Fresh parameters (and batch-norm statistics) for every part of ``module``."""
     for sub in module.modules():
-        if sub is not module and hasattr(sub, "reset_parameters"):
+        if hasattr(sub, "reset_parameters"):
             sub.reset_parameters()
-    if hasattr(module, "weight") and module.weight is not None and module.weight.dim() == 2:
-        import torch
-
-        torch.nn.init.xavier_uniform_(module.weight)  # the Li-ArcFace class centres
 
 
 # ----------------------------------------------------------------------------------------------

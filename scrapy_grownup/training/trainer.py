@@ -429,7 +429,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
             and "refit" not in state and (out / "best").is_dir():
         best = GrownUpModel.from_pretrained(out / "best")
         _, doc = GrownUpModel.read_config(out / "best")
-        state["refit"] = refit_heads(best, store, train_idx, dev_idx, aux, cfg, role_weights)
+        state["refit"] = refit_heads(best, store, train_idx, dev_idx, aux, cfg)
         logger.info("heads refit on frozen features: %s", json.dumps(state["refit"]))
         best.save_pretrained(out / "best", encoder=cfg.encoder, encoder_version=encoder.version,
                              metadata={**(doc.get("metadata") or {}), "refit": state["refit"]})
@@ -439,8 +439,8 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     return result
 
 
-def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels, cfg: TrainConfig,
-                role_weights=None) -> dict:
+def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels,
+                cfg: TrainConfig) -> dict:
     """Refit the genre and role heads of ``model`` on its frozen backbone's features.
 
     Multi-task training leaves the heads noisy from epoch to epoch while the best epoch is
@@ -457,7 +457,6 @@ def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels, cf
                         predict_genre)
     from .roles import role_scores
 
-    del role_weights  # the refit weighs classes itself (HeadFitConfig.role_balance)
     fit = HeadFitConfig(genre_steps=cfg.refit_steps, role_steps=cfg.refit_steps,
                         role_lr=cfg.refit_lr, role_balance=cfg.role_balance, seed=cfg.seed,
                         batch_nodes=cfg.batch_nodes)
