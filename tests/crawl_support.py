@@ -161,6 +161,16 @@ def spiders():
     return {cls.name: cls for cls in (FollowSpider, IndexSpider, OwnItemsSpider)}
 
 
+def child_env() -> dict:
+    """Environment of a test's child process: one thread per library, offline, the repository
+    importable."""
+    out = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
+    return out
+
+
 def run_crawl(tmp_path: Path, start_url: str, spider: str = "follow", settings: dict | None = None,
               timeout: float = 180, background: bool = False):
     """Crawl in a child process; returns ``(stats, items)`` (or the ``Popen`` if background)."""
@@ -170,7 +180,7 @@ def run_crawl(tmp_path: Path, start_url: str, spider: str = "follow", settings: 
               "settings": settings or {}}
     config_path = tmp_path / f"{spider}-config.json"
     config_path.write_text(json.dumps(config))
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env = child_env()
     command = [sys.executable, "-m", "tests.crawl_support", str(config_path)]
     if background:
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,

@@ -23,6 +23,7 @@ import pytest
 from scrapy_grownup.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
+from tests.crawl_support import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_SERVER = shutil.which("redis-server") or (
@@ -76,14 +77,6 @@ def redis_url(tmp_path):
             process.wait()
 
 
-def env() -> dict:
-    out = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep)
-    return out
-
-
 def test_two_workers_share_a_queue_of_archives(tmp_path, redis_url):
     import redis
 
@@ -107,7 +100,7 @@ def test_two_workers_share_a_queue_of_archives(tmp_path, redis_url):
                "-s", "GROWNUP_WARC_REDIS_POLL=0.05", "-s", "GROWNUP_WARC_REDIS_IDLE_CLOSE=1",
                "-s", "GROWNUP_WARC_REDIS_START_WAIT=60"]
     logs = [open(tmp_path / f"worker-{i}.log", "w") for i in range(2)]
-    workers = [subprocess.Popen(command, stdout=logs[i], stderr=subprocess.STDOUT, env=env())
+    workers = [subprocess.Popen(command, stdout=logs[i], stderr=subprocess.STDOUT, env=child_env())
                for i in range(2)]
     try:
         deadline = time.monotonic() + 120
@@ -118,7 +111,7 @@ def test_two_workers_share_a_queue_of_archives(tmp_path, redis_url):
         # The producer side: `grownup warc --push` expands the paths into the queue.
         push = subprocess.run([sys.executable, "-m", "scrapy_grownup.cli", "warc", "--redis",
                                redis_url, "--push", str(tmp_path / "in")],
-                              capture_output=True, text=True, env=env(), timeout=120)
+                              capture_output=True, text=True, env=child_env(), timeout=120)
         assert push.returncode == 0, push.stderr[-2000:]
         assert json.loads(push.stdout)["pushed"] == 8
         client.rpush(key, str(archives[0]))  # pushed twice: must not be read twice

@@ -17,6 +17,7 @@ from scrapy_grownup.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
+from tests.crawl_support import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,17 +30,9 @@ def pages() -> list[tuple[str, bytes]]:
         pytest.skip(f"dragnet pages not available: {exc}")
 
 
-def env() -> dict:
-    out = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep)
-    return out
-
-
 def grownup(*args, cwd=None, timeout=180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "scrapy_grownup.cli", "warc", *map(str, args)],
-                          capture_output=True, text=True, env=env(), cwd=cwd, timeout=timeout)
+                          capture_output=True, text=True, env=child_env(), cwd=cwd, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -80,7 +73,7 @@ def test_scrapy_crawl_in_a_project(tmp_path, pages):
         GROWNUP_WARC_SHARD_PAGES = 16
     """))
     out = tmp_path / "corpus"
-    environment = env()
+    environment = child_env()
     environment["PYTHONPATH"] += os.pathsep + str(project)
     result = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "grownup_warc", "-a", f"paths={sliced}",
@@ -149,7 +142,7 @@ def test_crawl_archive_pretrain_round_trip(tmp_path):
     script = tmp_path / "crawl.py"
     script.write_text(CRAWL)
     result = subprocess.run([sys.executable, str(script), str(site), str(archive)],
-                            capture_output=True, text=True, env=env(), timeout=180)
+                            capture_output=True, text=True, env=child_env(), timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     responses = int(result.stdout.strip().splitlines()[-1])
     html_files = sorted(site.glob("*.html"))

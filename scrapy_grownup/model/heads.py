@@ -317,5 +317,6 @@ def weighted_bce_with_smoothing(logits: Tensor, targets: Tensor, pos_weight: flo
     return losses.sum() / valid.sum().clamp(min=1).to(logits.dtype)
 
 
-__all__ = ["NodeHead", "ArcFaceHead", "ContentPooledReadout", "ContextRoleHead", "ancestor_sum", "PageBatchNorm", "masked_cross_entropy",
+__all__ = ["NodeHead", "ArcFaceHead", "ContentPooledReadout", "ContextRoleHead", "ancestor_sum",
+           "PageBatchNorm", "masked_cross_entropy",
            "weighted_bce_with_smoothing"]

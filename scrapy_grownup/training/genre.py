@@ -231,7 +231,8 @@ def cross_validate(args) -> dict:
         fold_start = time.perf_counter()
         history: list[dict] = []
         if frozen is not None:
-            fit_genre_head(frozen, pooled[train], y[train], HeadFitConfig(seed=args.seed * 1000 + k))
+            fit_genre_head(frozen, pooled[train], y[train],
+                           HeadFitConfig(seed=args.seed * 1000 + k))
             gnn_pred[test] = predict_genre(frozen, pooled[test]).argmax(1)
         else:
             torch.manual_seed(args.seed * 1000 + k)
@@ -343,10 +344,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--only-folds", default=None,
                         help="comma-separated fold numbers to run (quick checks)")
-    parser.add_argument("--preset", default="small")
-    parser.add_argument("--model-overrides", default='{"num_layers": 4, '
-                        '"num_transformer_layers": 0, "readout": "mean"}',
-                        help="JSON of ModelConfig fields (default: the fast model's shape)")
+    from .command import add_model_shape_arguments
+
+    add_model_shape_arguments(parser)
     parser.add_argument("--init", default=None,
                         help="model directory whose backbone and content head start every fold "
                              "(it must not have been trained on page-type pages)")

@@ -420,10 +420,9 @@ def main(argv: list[str] | None = None) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None,
                         help="score this trained model on unseen-site hold-out pages instead")
-    parser.add_argument("--preset", default="small")
-    parser.add_argument("--model-overrides", default='{"num_layers": 4, '
-                        '"num_transformer_layers": 0, "readout": "mean"}',
-                        help="JSON of ModelConfig fields (default: the fast model's shape)")
+    from .command import add_model_shape_arguments
+
+    add_model_shape_arguments(parser)
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch-nodes", type=int, default=16_000)

@@ -143,6 +143,56 @@ def head_overrides(cfg: TrainConfig) -> dict:
     return extra
 
 
+def role_class_weights(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig):
+    """Role-loss class weights from the role labels of ``indices`` (None: no role loss or no
+    weighting)."""
+    import torch
+
+    if model.role_head is None or not cfg.role_weight:
+        return None
+    ptr = store.page_ptr
+    seen = np.concatenate([aux.roles[ptr[i]:ptr[i + 1]] for i in indices]) if len(indices) \
+        else np.zeros(0, np.int8)
+    weights = class_weights(seen, model.config.num_roles, cfg.role_balance)
+    return torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+
+
+def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
+                optimizer, epoch: int, role_weights=None, scheduler=None,
+                progress=None) -> dict[str, float]:
+    """One epoch over store pages ``indices``; returns the mean ``loss`` and per-task losses.
+
+    Every random draw derives from ``(cfg.seed, epoch)``: a resumed run repeats exactly what
+    the uninterrupted run would have done. ``progress`` wraps the batch list (a progress bar).
+    """
+    import torch
+
+    from ..model import random_flip_positions
+
+    torch.manual_seed(cfg.seed * 100_003 + epoch)
+    generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
+    order = np.random.default_rng([cfg.seed, epoch]).permutation(len(indices))
+    model.train()
+    sizes = [store.num_nodes(i) for i in indices]
+    batches = node_budget_batches(sizes, cfg.batch_nodes, order)
+    sums: dict[str, float] = {}
+    for batch_ids in (progress(batches) if progress is not None else batches):
+        chosen = [indices[k] for k in batch_ids]
+        batch = store.collate(chosen)
+        random_flip_positions(batch, generator)
+        genre_y, role_y = aux.targets(store, chosen)
+        loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        for key, value in (("loss", float(loss.detach())), *parts.items()):
+            sums[key] = sums.get(key, 0.0) + value
+    return {key: value / max(1, len(batches)) for key, value in sums.items()}
+
+
 def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
                log=None) -> list[dict]:
     """Train ``model`` on store pages for ``cfg.epochs`` epochs (AdamW, cosine decay to 5%).
@@ -154,16 +204,8 @@ def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConf
 
     import torch
 
-    from ..model import random_flip_positions
-
     indices = list(indices)
-    num_roles = model.config.num_roles
-    role_weights = None
-    if num_roles and cfg.role_weight:
-        ptr = store.page_ptr
-        seen = np.concatenate([aux.roles[ptr[i]:ptr[i + 1]] for i in indices])
-        weights = class_weights(seen, num_roles, cfg.role_balance)
-        role_weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+    role_weights = role_class_weights(model, store, indices, aux, cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sizes = [store.num_nodes(i) for i in indices]
     steps_per_epoch = len(node_budget_batches(sizes, cfg.batch_nodes))
@@ -173,29 +215,10 @@ def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConf
                                                                    / total)))
     history = []
     for epoch in range(1, cfg.epochs + 1):
-        torch.manual_seed(cfg.seed * 100_003 + epoch)
-        generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
-        order = np.random.default_rng([cfg.seed, epoch]).permutation(len(indices))
-        model.train()
-        sums: dict[str, float] = {}
-        batches = node_budget_batches(sizes, cfg.batch_nodes, order)
         start = time.perf_counter()
-        for batch_ids in batches:
-            chosen = [indices[k] for k in batch_ids]
-            batch = store.collate(chosen)
-            random_flip_positions(batch, generator)
-            genre_y, role_y = aux.targets(store, chosen)
-            loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
-            for key, value in parts.items():
-                sums[key] = sums.get(key, 0.0) + value
-        record = {"epoch": epoch, **{k: v / max(1, len(batches)) for k, v in sums.items()},
-                  "seconds": round(time.perf_counter() - start, 1)}
+        losses = train_epoch(model, store, indices, aux, cfg, optimizer, epoch, role_weights,
+                             scheduler)
+        record = {"epoch": epoch, **losses, "seconds": round(time.perf_counter() - start, 1)}
         history.append(record)
         if log is not None:
             log(record)
@@ -262,7 +285,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     from tqdm.auto import tqdm
 
     from ..encoders import get_encoder
-    from ..model import GrownUpModel, ModelConfig, random_flip_positions
+    from ..model import GrownUpModel, ModelConfig
     from .roles import role_scores, store_predictions
 
     out = Path(cfg.out)
@@ -347,12 +370,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         from ..pretraining.init import load_pretrained
 
         load_pretrained(model, cfg.init)
-    role_weights = None
-    if model.role_head is not None and cfg.role_weight:
-        seen = np.concatenate([aux.roles[store.page_ptr[i]:store.page_ptr[i + 1]]
-                               for i in train_idx]) if train_idx else np.zeros(0, np.int8)
-        weights = class_weights(seen, model.config.num_roles, cfg.role_balance)
-        role_weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+    role_weights = role_class_weights(model, store, train_idx, aux, cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     state = {"epoch": 0, "best_f1": -1.0, "best_epoch": -1, "history": []}
     checkpoint = out / "checkpoint.pt"
@@ -364,34 +382,15 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         logger.info("resumed from %s at epoch %d", checkpoint, state["epoch"])
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     log = (out / "train.log").open("a", encoding="utf-8")
-    sizes = [store.num_nodes(i) for i in train_idx]
 
     # (a run that stopped early stays stopped when the command is repeated)
     while state["epoch"] < cfg.epochs and (state["best_epoch"] < 0 or
                                            state["epoch"] - state["best_epoch"] < cfg.patience):
         epoch = state["epoch"] + 1
-        # Every random draw of an epoch derives from (seed, epoch): a resumed run repeats
-        # exactly what the uninterrupted run would have done.
-        torch.manual_seed(cfg.seed * 100_003 + epoch)
-        generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
-        order = np.random.default_rng([cfg.seed, epoch]).permutation(len(train_idx))
-        model.train()
-        batches = node_budget_batches(sizes, cfg.batch_nodes, order)
-        losses, start = [], time.perf_counter()
-        part_sums: dict[str, float] = {}
-        for batch_ids in tqdm(batches, desc=f"epoch {epoch}", leave=False, mininterval=5):
-            chosen = [train_idx[k] for k in batch_ids]
-            batch = store.collate(chosen)
-            random_flip_positions(batch, generator)
-            genre_y, role_y = aux.targets(store, chosen)
-            loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            losses.append(float(loss.detach()))
-            for key, value in parts.items():
-                part_sums[key] = part_sums.get(key, 0.0) + value
+        start = time.perf_counter()
+        losses = train_epoch(model, store, train_idx, aux, cfg, optimizer, epoch, role_weights,
+                             progress=lambda batches: tqdm(batches, desc=f"epoch {epoch}",
+                                                           leave=False, mininterval=5))
         preds = store_predictions(model, store, dev_idx, cfg.batch_nodes)
         probs = [p["content"] for p, c in zip(preds, dev_content) if c]
         labels = np.concatenate([store.arrays["labels"][store.page_ptr[i]:store.page_ptr[i + 1]]
@@ -399,9 +398,9 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         dev = text_scores(dev_pages, dev_golds, probs) if dev_text_idx else {"lcs_f1": 0.0}
         dev["node_f1"] = node_f1(labels, np.concatenate(probs)) if dev_text_idx else 0.0
         dev.update(_dev_head_scores(model, store, aux, dev_idx, preds, role_scores))
-        record = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds":
+        record = {"epoch": epoch, "loss": losses.pop("loss"), "seconds":
                   round(time.perf_counter() - start, 1),
-                  **{f"loss_{k}": v / max(1, len(batches)) for k, v in part_sums.items()},
+                  **{f"loss_{k}": v for k, v in losses.items()},
                   **{f"dev_{k}": v for k, v in dev.items()}}
         state["history"].append(record)
         state["epoch"] = epoch
