@@ -54,30 +54,12 @@ class GraphStore:
               ids: Sequence[str], labels: Sequence[np.ndarray] | None = None,
               meta: dict[str, str] | None = None) -> "GraphStore":
         """Embed every distinct string of ``pages`` once and pack the pages."""
-        from .laplacian import laplacian_positions
-
         table: dict[str, int] = {"": 0}
-
-        def index(strings: list[str]) -> np.ndarray:
-            return np.fromiter((table.setdefault(s, len(table)) for s in strings),
-                               dtype=np.int32, count=len(strings))
-
         parts: dict[str, list[np.ndarray]] = {name: [] for name in _NODE_FIELDS}
         for k, page in enumerate(pages):
-            if page.positions is None:
-                page.positions = laplacian_positions(page.parent)
-            parts["parent"].append(page.parent)
-            parts["tag_ids"].append(page.tag_ids)
-            parts["font"].append(page.font)
-            parts["text_len"].append(page.text_lengths())
-            parts["num_children"].append(page.num_children)
-            parts["child_index"].append(page.child_index)
-            parts["positions"].append(page.positions.astype(np.float16))
-            parts["text_idx"].append(index(page.node_text))
-            parts["class_idx"].append(index(page.class_words))
-            parts["id_idx"].append(index(page.id_words))
-            parts["labels"].append(np.asarray(labels[k], dtype=np.int8) if labels is not None
-                                   else np.full(page.num_nodes, -1, dtype=np.int8))
+            columns = page_columns(page, table, labels[k] if labels is not None else None)
+            for name, values in columns.items():
+                parts[name].append(values)
         arrays = {name: np.concatenate(chunks) if chunks else np.zeros(0)
                   for name, chunks in parts.items()}
         sizes = [p.num_nodes for p in pages]
@@ -185,6 +167,31 @@ class GraphStore:
         batch.num_nodes = int(sizes.sum())
         batch._num_graphs = len(pieces)
         return batch
+
+
+def page_columns(page: PageStructure, table: dict[str, int],
+                 labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """One page's node arrays as a store keeps them (``_NODE_FIELDS``): its text, class and id
+    strings become rows of ``table`` (new strings are appended), labels default to -1. The
+    page's Laplacian positions are computed if it has none."""
+    if page.positions is None:
+        from .laplacian import laplacian_positions
+
+        page.positions = laplacian_positions(page.parent)
+
+    def index(strings: list[str]) -> np.ndarray:
+        return np.fromiter((table.setdefault(s, len(table)) for s in strings),
+                           dtype=np.int32, count=len(strings))
+
+    return {
+        "parent": page.parent, "tag_ids": page.tag_ids, "font": page.font,
+        "text_len": page.text_lengths(), "num_children": page.num_children,
+        "child_index": page.child_index, "positions": page.positions.astype(np.float16),
+        "text_idx": index(page.node_text), "class_idx": index(page.class_words),
+        "id_idx": index(page.id_words),
+        "labels": (np.asarray(labels, dtype=np.int8) if labels is not None
+                   else np.full(page.num_nodes, -1, dtype=np.int8)),
+    }
 
 
 def node_budget_batches(sizes: Sequence[int], max_nodes: int, order: Sequence[int] | None = None,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dom import NUM_EIGENVECTORS, PageStructure
-from ..store import _NODE_FIELDS, GraphStore
+from ..store import _NODE_FIELDS, GraphStore, page_columns
 from .pairs import site_hash, site_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,29 +90,10 @@ class ShardBuilder:
     def nodes(self) -> int:
         return int(sum(self.sizes))
 
-    def _index(self, strings: list[str]) -> np.ndarray:
-        table = self.table
-        return np.fromiter((table.setdefault(s, len(table)) for s in strings), dtype=np.int32,
-                           count=len(strings))
-
     def add(self, page: PageStructure, page_id: str, url: str, offset: int | None) -> None:
         """Pack one page exactly as ``GraphStore.build`` does (unlabelled: labels -1)."""
-        if page.positions is None:
-            from ..laplacian import laplacian_positions
-
-            page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
-        c = self.columns
-        c["parent"].append(page.parent)
-        c["tag_ids"].append(page.tag_ids)
-        c["font"].append(page.font)
-        c["text_len"].append(page.text_lengths())
-        c["num_children"].append(page.num_children)
-        c["child_index"].append(page.child_index)
-        c["positions"].append(page.positions.astype(np.float16))
-        c["text_idx"].append(self._index(page.node_text))
-        c["class_idx"].append(self._index(page.class_words))
-        c["id_idx"].append(self._index(page.id_words))
-        c["labels"].append(np.full(page.num_nodes, -1, dtype=np.int8))
+        for name, values in page_columns(page, self.table).items():
+            self.columns[name].append(values)
         self.sizes.append(page.num_nodes)
         self.ids.append(page_id)
         self.urls.append(url)
