@@ -102,6 +102,10 @@ def cmd_evaluate(args) -> int:
     from .training.report import evaluate_dataset, format_table
 
     extractors = [ArticleExtractor.from_pretrained(m, device=args.device) for m in args.model]
+    for extractor in extractors:
+        encoder = extractor.featurizer.encoder
+        if encoder.name != "static" and not args.no_embedding_cache:
+            encoder.use_disk_cache()  # MiniLM: a re-run reads the test pages' vectors back
     rows = []
     for name in args.datasets.split(","):
         rows.extend(evaluate_dataset(name, extractors, args.limit,
@@ -210,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
     p.add_argument("--limit", type=int, default=None, help="pages per dataset")
     p.add_argument("--no-trafilatura", action="store_true")
+    p.add_argument("--no-embedding-cache", action="store_true",
+                   help="do not keep a model encoder's vectors under ~/.cache/scrapy_grownup")
     p.add_argument("--json", default=None, help="also write rows as JSON lines here")
     p.add_argument("--device", default=None)
     p.set_defaults(func=cmd_evaluate)

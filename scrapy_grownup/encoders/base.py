@@ -18,6 +18,8 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
+from .disk_cache import DEFAULT_CHUNK_SIZE, DiskEmbeddingCache, default_cache_dir
+
 DEFAULT_CACHE_SIZE = 50_000
 DEFAULT_MAX_CHARS = 2_000
 
@@ -86,6 +88,7 @@ class TextEncoder:
         self._hits = 0
         self._misses = 0
         self._empty = 0
+        self.disk_cache: DiskEmbeddingCache | None = None
 
     # -- to implement -------------------------------------------------------------------------
 
@@ -150,7 +153,8 @@ class TextEncoder:
         if missing:
             todo = [unique[row - 1] for row in missing]
             with self._model_lock:
-                vectors = self._encode_uncached(todo)
+                vectors = (self._encode_uncached(todo) if self.disk_cache is None
+                           else self.disk_cache.embed(todo, self._encode_uncached))
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.shape != (len(todo), self.dim):
                 raise RuntimeError(
@@ -187,6 +191,17 @@ class TextEncoder:
                 grown[:len(store)] = store
             self._store = store = grown
         store[list(slot_rows)] = table[list(slot_rows.values())]
+
+    def use_disk_cache(self, directory: str | Path | None = None,
+                       chunk_size: int = DEFAULT_CHUNK_SIZE) -> DiskEmbeddingCache:
+        """Also keep vectors on disk (``DiskEmbeddingCache``), read before the model is asked:
+        for slow encoders building training corpora, so a string is embedded once across runs
+        and an interrupted build resumes. ``directory`` defaults to one per encoder version."""
+        if self.disk_cache is None or (directory is not None
+                                       and Path(directory) != self.disk_cache.directory):
+            self.disk_cache = DiskEmbeddingCache(
+                directory or default_cache_dir(self.name, self.version), self.dim, chunk_size)
+        return self.disk_cache
 
     def cache_info(self) -> CacheInfo:
         with self._cache_lock:

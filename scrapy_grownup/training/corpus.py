@@ -31,6 +31,18 @@ def cache_root() -> Path:
                                Path.home() / ".cache" / "scrapy_grownup")) / "features"
 
 
+def corpus_encoder(name: str):
+    """The shared encoder ``name`` for building corpora; a model encoder (MiniLM) also keeps
+    its vectors on disk (``TextEncoder.use_disk_cache``), so corpora share strings and an
+    interrupted build resumes. The static encoder is fast enough without."""
+    from ..encoders import get_encoder
+
+    encoder = get_encoder(name)
+    if encoder.name != "static":
+        encoder.use_disk_cache()
+    return encoder
+
+
 @dataclass
 class PreparedPage:
     id: str

@@ -288,7 +288,7 @@ def cross_validate(args) -> dict:
 def model_holdout(args) -> dict:
     """A trained model's genre head on the page-type hold-out (pages no trainer run uses),
     next to the text baseline trained on the other pages, in the same run."""
-    from ..encoders import get_encoder
+    from .corpus import corpus_encoder
     from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
     from .roles import store_predictions
@@ -299,7 +299,7 @@ def model_holdout(args) -> dict:
     if model.genre_head is None:
         raise SystemExit(f"{directory}: the model has no genre head")
     names = model.genre_names
-    store, info = genre_corpus(get_encoder(model.config.encoder), workers=args.workers)
+    store, info = genre_corpus(corpus_encoder(model.config.encoder), workers=args.workers)
     y = np.asarray(info["genres"], dtype=np.int64)
     held = set(heldout_ids("pagetype"))
     test = [i for i, page_id in enumerate(store.ids) if page_id in held]

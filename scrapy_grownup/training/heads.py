@@ -177,9 +177,9 @@ def _reset(module) -> None:
 def add_heads(args) -> dict:
     import torch
 
-    from ..encoders import get_encoder
     from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
+    from .corpus import corpus_encoder
     from .genre import GENRES, genre_corpus, scores, text_baseline
     from .roles import ROLES, l3s_store, role_scores, node_text_lengths, site_split
     from .trainer import heldout_ids
@@ -194,7 +194,7 @@ def add_heads(args) -> dict:
     model = GrownUpModel(config)
     model.backbone.load_state_dict(base.backbone.state_dict())
     model.node_head.load_state_dict(base.node_head.state_dict())
-    encoder = get_encoder(config.encoder)
+    encoder = corpus_encoder(config.encoder)
     start = time.perf_counter()
     result: dict = {"task": "fit-heads", "model": str(args.model), "fit": asdict(cfg)}
 

@@ -390,7 +390,7 @@ def run_site_split(args) -> dict:
 
 def run_model_holdout(args) -> dict:
     """Score a trained model's role head on trainer hold-out pages of unseen sites."""
-    from ..encoders import get_encoder
+    from .corpus import corpus_encoder
     from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
     from .trainer import heldout_ids
@@ -399,7 +399,7 @@ def run_model_holdout(args) -> dict:
     model = GrownUpModel.from_pretrained(directory)
     if model.role_head is None:
         raise SystemExit(f"{directory}: the model has no role head")
-    encoder = get_encoder(model.config.encoder)
+    encoder = corpus_encoder(model.config.encoder)
     store, roles, hosts = l3s_store(encoder, workers=args.workers)
     held = set(heldout_ids("l3s_gn1"))
     train_hosts = {h for i, h in zip(store.ids, hosts) if i not in held}

@@ -25,7 +25,8 @@ from .. import datasets
 from ..dom import parse_page
 from ..limits import PageLimits
 from ..store import GraphStore, node_budget_batches
-from .corpus import DEFAULT_MIN_COVERAGE, labelled_store, store_from_records
+from .corpus import (DEFAULT_MIN_COVERAGE, corpus_encoder, labelled_store,
+                     store_from_records)
 from .evaluate import node_f1, text_scores
 
 logger = logging.getLogger(__name__)
@@ -284,7 +285,6 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     import torch
     from tqdm.auto import tqdm
 
-    from ..encoders import get_encoder
     from ..model import GrownUpModel, ModelConfig
     from .roles import role_scores, store_predictions
 
@@ -292,7 +292,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    encoder = get_encoder(cfg.encoder)
+    encoder = corpus_encoder(cfg.encoder)
     limits = PageLimits()
 
     # -- data: train and dev pages of every dataset, one merged store --------------------------
