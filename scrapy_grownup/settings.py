@@ -12,7 +12,7 @@ from .limits import PageLimits
 
 DEFAULTS: dict[str, object] = {
     "GROWNUP_ENABLED": True,
-    "GROWNUP_MODEL": "default",
+    "GROWNUP_MODEL": "auto",
     "GROWNUP_DEVICE": "auto",
     "GROWNUP_BATCH_PAGES": 32,
     "GROWNUP_BATCH_NODES": 40_000,

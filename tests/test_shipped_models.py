@@ -30,6 +30,16 @@ def test_default_loads_offline_and_extracts_a_page_it_never_saw():
     assert "All rights reserved" not in article.text and "We use cookies" not in article.text
 
 
+def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu():
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.extractor import auto_model
+
+    assert auto_model("cpu") == "fast"
+    assert auto_model("cuda:0") == "default"
+    extractor = ArticleExtractor.from_pretrained("auto", device="cpu")
+    assert extractor.name == "fast" and extractor.featurizer.encoder.name == "static"
+
+
 def test_unknown_name_is_a_clear_error():
     from scrapy_grownup import ArticleExtractor
 
