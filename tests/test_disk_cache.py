@@ -69,8 +69,9 @@ def test_a_half_written_chunk_is_ignored(tmp_path):
 
 def test_a_chunk_of_another_width_is_an_error(tmp_path):
     DiskEmbeddingCache(tmp_path, dim=4).append(["a"], np.ones((1, 4)))
+    wrong = DiskEmbeddingCache(tmp_path, dim=8)  # chunks are read on first use
     with pytest.raises(ValueError, match="does not match"):
-        DiskEmbeddingCache(tmp_path, dim=8)
+        wrong.lookup(["a"])
     with pytest.raises(ValueError, match="expected"):
         DiskEmbeddingCache(tmp_path, dim=4).append(["a", "b"], np.ones((1, 4)))
 

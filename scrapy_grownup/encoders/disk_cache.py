@@ -46,13 +46,15 @@ class DiskEmbeddingCache:
         self.chunk_size = int(chunk_size)
         self._chunks: list[np.ndarray] = []
         self._index: dict[str, tuple[int, int]] = {}
-        self._lock = threading.Lock()
-        self._load()
+        self._lock = threading.RLock()
+        self._loaded = False  # read on first use: a run whose corpora are cached never needs it
 
     def __len__(self) -> int:
+        self._load()
         return len(self._index)
 
     def __contains__(self, text: str) -> bool:
+        self._load()
         return text in self._index
 
     def _chunk_paths(self) -> list[tuple[Path, Path]]:
@@ -66,6 +68,12 @@ class DiskEmbeddingCache:
         return pairs
 
     def _load(self) -> None:
+        with self._lock:
+            if not self._loaded:
+                self._read_chunks()
+                self._loaded = True
+
+    def _read_chunks(self) -> None:
         for strings_path, vectors_path in self._chunk_paths():
             strings = json.loads(strings_path.read_text(encoding="utf-8"))
             vectors = np.load(vectors_path, allow_pickle=False)
@@ -87,6 +95,7 @@ class DiskEmbeddingCache:
         and the positions of ``texts`` not in the cache (their rows are zero)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = []
+        self._load()
         with self._lock:
             for i, text in enumerate(texts):
                 hit = self._index.get(text)
@@ -101,6 +110,7 @@ class DiskEmbeddingCache:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(texts), self.dim):
             raise ValueError(f"expected {(len(texts), self.dim)} vectors, got {vectors.shape}")
+        self._load()
         with self._lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             number = len(self._chunk_paths())
