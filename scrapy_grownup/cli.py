@@ -157,6 +157,21 @@ def cmd_pretrain(args) -> int:
     return run(args)
 
 
+def cmd_presets(args) -> int:
+    from .model import GrownUpModel, ModelConfig
+    from .model.config import PRESETS, count_parameters
+
+    print(f"| preset | S | T | K | heads | readout | parameters ({args.encoder} features) |")
+    print("|---|---|---|---|---|---|---|")
+    for name in PRESETS:
+        config = ModelConfig.preset(name, encoder=args.encoder)
+        params = count_parameters(GrownUpModel(config))
+        heads = config.num_heads if config.num_transformer_layers else "-"
+        print(f"| `{name}` | {config.num_layers} | {config.num_transformer_layers} | "
+              f"{config.hidden_size} | {heads} | {config.readout} | {params:,} |")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grownup", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -192,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--content-datasets", default=None,
                    help="datasets whose content labels are trained (default: all of them)")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("presets", help="the model presets and their parameter counts")
+    p.add_argument("--encoder", default="minilm", choices=["static", "minilm"])
+    p.set_defaults(func=cmd_presets)
 
     from .training import genre as genre_module, heads as heads_module, roles as roles_module
 

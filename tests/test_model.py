@@ -539,3 +539,16 @@ def test_load_errors(tmp_path):
         GrownUpModel.from_pretrained(good, expected_feature_version="2")
     with pytest.raises(ModelLoadError, match="input blocks"):
         GrownUpModel.from_pretrained(good, expected_input_blocks=[("x_text", 384)])
+
+
+def test_presets_command_reports_the_papers_parameter_count(capsys):
+    from scrapy_grownup.cli import main
+
+    assert main(["presets"]) == 0
+    rows = {line.split("|")[1].strip(" `"): line.split("|")
+            for line in capsys.readouterr().out.splitlines()[2:]}
+    assert set(rows) == set(PRESETS)
+    paper = rows["paper_s5_t5_k256"]
+    assert [c.strip() for c in paper[2:5]] == ["5", "5", "256"]
+    # The paper reports ~11M parameters; with our 384-d MiniLM blocks the count lands there too.
+    assert 10_000_000 < int(paper[7].strip().replace(",", "")) < 13_000_000
