@@ -48,18 +48,11 @@ def test_cli_exit_codes(tmp_path, pages):
 
 
 @pytest.mark.slow
-def test_scrapy_crawl_in_a_project(tmp_path, pages):
-    """``scrapy crawl grownup_warc -a paths=... -a output=...`` with the spider registered
-    through SPIDER_MODULES, featurization in a worker process, pages as 'resource' records."""
-    try:
-        many = dataset_pages(40)
-    except DatasetNotAvailable as exc:
-        pytest.skip(f"dragnet pages not available: {exc}")
-    sliced = tmp_path / "stored-pages.warc.gz"
-    _write_resources(sliced, [(f"http://news{i % 5}.example/2012/{i % 3}/a{i}.html", html)
-                              for i, (_, html) in enumerate(many)])
+def scrapy_crawl_warc(tmp_path, *args) -> subprocess.CompletedProcess:
+    """``scrapy crawl grownup_warc ARGS`` in a project that registers the spider through
+    SPIDER_MODULES."""
     project = tmp_path / "project"
-    (project / "warcproj").mkdir(parents=True)
+    (project / "warcproj").mkdir(parents=True, exist_ok=True)
     (project / "scrapy.cfg").write_text("[settings]\ndefault = warcproj.settings\n")
     (project / "warcproj" / "__init__.py").write_text("")
     modules = ["scrapy_grownup.warc.spider"]
@@ -72,18 +65,43 @@ def test_scrapy_crawl_in_a_project(tmp_path, pages):
         GROWNUP_WORKERS = 1
         GROWNUP_WARC_SHARD_PAGES = 16
     """))
-    out = tmp_path / "corpus"
     environment = child_env()
     environment["PYTHONPATH"] += os.pathsep + str(project)
-    result = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "grownup_warc", "-a", f"paths={sliced}",
-         "-a", f"output={out}"], cwd=project, capture_output=True, text=True, env=environment,
-        timeout=300)
+    return subprocess.run([sys.executable, "-m", "scrapy", "crawl", "grownup_warc", *args],
+                          cwd=project, capture_output=True, text=True, env=environment,
+                          timeout=300)
+
+
+def test_scrapy_crawl_in_a_project(tmp_path, pages):
+    """``scrapy crawl grownup_warc -a paths=... -a output=...``: featurization in a worker
+    process, pages as 'resource' records."""
+    try:
+        many = dataset_pages(40)
+    except DatasetNotAvailable as exc:
+        pytest.skip(f"dragnet pages not available: {exc}")
+    sliced = tmp_path / "stored-pages.warc.gz"
+    _write_resources(sliced, [(f"http://news{i % 5}.example/2012/{i % 3}/a{i}.html", html)
+                              for i, (_, html) in enumerate(many)])
+    out = tmp_path / "corpus"
+    result = scrapy_crawl_warc(tmp_path, "-a", f"paths={sliced}", "-a", f"output={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["pages"] == 40 and manifest["shards"] == 3
     assert "'grownup/warc/pages': 40" in result.stderr
     assert "'grownup/warc/corpus/pairs'" in result.stderr
+
+
+@pytest.mark.slow
+def test_scrapy_crawl_with_nothing_to_read_fails(tmp_path):
+    """No paths, or only paths that do not exist: the crawl does not start and exits 1."""
+    out = tmp_path / "corpus"
+    for args, message in ((["-a", f"output={out}"], "no input"),
+                          (["-a", f"paths={tmp_path / 'nothing*.warc.gz'}", "-a",
+                            f"output={out}"], "no archive found")):
+        result = scrapy_crawl_warc(tmp_path, *args)
+        assert result.returncode == 1, result.stderr[-3000:]
+        assert message in result.stderr
+        assert not (out / "manifest.json").exists()
 
 
 def _write_resources(path: Path, pages: list[tuple[str, bytes]]) -> None:

@@ -64,6 +64,9 @@ class WarcRedisSpider(RedisMixin, WarcSpider):
         spider.setup_redis(crawler)
         return spider
 
+    def check_inputs(self) -> None:
+        """The archives come from the queue, not from ``paths``."""
+
     def spider_idle(self):
         """RedisMixin keeps idle spiders open; here ``start()`` decides when the queue is done."""
         return None

@@ -66,9 +66,20 @@ class WarcSpider(scrapy.Spider):
                              f"GROWNUP_WARC_CORPUS_DIR")
         spider.specs = split_specs(spider.paths_arg) or \
             split_specs(settings.getlist("GROWNUP_WARC_PATHS"))
+        spider.check_inputs()
         spider.writer = CorpusWriter(output, spider.warc_settings, stats=spider._inc)
         crawler.signals.connect(spider._spider_closed, signal=signals.spider_closed)
         return spider
+
+    def check_inputs(self) -> None:
+        """Fail the start (``scrapy crawl`` exits 1) when there is nothing to read: no paths,
+        or paths of which none exists. Some missing ones are counted skips instead."""
+        if not self.specs:
+            raise ValueError(f"{self.name}: no input; pass -a paths=FILE,DIR,GLOB or set "
+                             f"GROWNUP_WARC_PATHS")
+        self.sources, self.missing = expand(self.specs)
+        if not self.sources:
+            raise ValueError(f"{self.name}: no archive found at {', '.join(self.missing)}")
 
     def _inc(self, key: str, count: int) -> None:
         self.crawler.stats.inc_value(f"{STATS_PREFIX}/{key}", count)
@@ -76,13 +87,9 @@ class WarcSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         require_asyncio_reactor()
         self.writer.open()
-        sources, missing = expand(self.specs)
-        for spec in missing:
+        for spec in self.missing:
             self.writer.missing(spec)
-        if not self.specs:
-            logger.error("%s: no input; pass -a paths=FILE,DIR,GLOB or set GROWNUP_WARC_PATHS",
-                         self.name)
-        for source in sources:
+        for source in self.sources:
             async for item in self.writer.read(source):
                 if self.warc_settings.items:
                     yield item
