@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("extract", help="extract articles from HTML files into JSON lines")
     p.add_argument("paths", nargs="+", help="HTML files or directories")
     p.add_argument("-o", "--output", default="-", help="output .jsonl (default: stdout)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="shipped model name or directory")
+    p.add_argument("--model", default="auto",
+                   help="shipped model name or directory (auto: default on a GPU, else fast)")
     p.add_argument("--device", default=None)
     p.add_argument("--refine", action="store_true", help="keep the largest content group only")
     p.add_argument("--batch-pages", type=int, default=64)
@@ -242,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="render a page shaded by content score")
     p.add_argument("page")
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default="auto", help="auto: default on a GPU, else fast")
     p.add_argument("--device", default=None)
     p.set_defaults(func=cmd_inspect)
 

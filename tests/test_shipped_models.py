@@ -9,19 +9,25 @@ from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import DEFAULT_MODEL, MODELS_DIR, shipped_models
 
 
-def test_fast_is_shipped_small_and_safetensors_only():
-    assert "fast" in shipped_models() and DEFAULT_MODEL in shipped_models()
-    files = sorted(p.name for p in (MODELS_DIR / "fast").iterdir())
+@pytest.mark.parametrize("name,encoder", [("fast", "static"), ("minilm", "minilm")])
+def test_models_are_shipped_small_and_safetensors_only(name, encoder):
+    assert name in shipped_models() and DEFAULT_MODEL in shipped_models()
+    files = sorted(p.name for p in (MODELS_DIR / name).iterdir())
     assert files == ["config.json", "model.safetensors"]
-    assert all((MODELS_DIR / "fast" / f).stat().st_size < 30_000_000 for f in files)
-    config = json.loads((MODELS_DIR / "fast" / "config.json").read_text())
-    assert config["config"]["encoder"] == "static"
+    assert all((MODELS_DIR / name / f).stat().st_size < 30_000_000 for f in files)
+    config = json.loads((MODELS_DIR / name / "config.json").read_text())
+    assert config["config"]["encoder"] == encoder
+    # both heads ride along: page type and block roles
+    assert config["config"]["num_genres"] > 0 and config["config"]["num_roles"] > 0
 
 
-def test_default_loads_offline_and_extracts_a_page_it_never_saw():
+@pytest.mark.parametrize("name", [None, pytest.param("minilm", marks=pytest.mark.minilm)])
+def test_shipped_models_extract_a_page_they_never_saw(name):
     from scrapy_grownup import ArticleExtractor
 
-    extractor = ArticleExtractor.from_pretrained()
+    extractor = ArticleExtractor.from_pretrained() if name is None else \
+        ArticleExtractor.from_pretrained(name)
+    assert extractor.name == (name or DEFAULT_MODEL)
     html, _ = article_page(2, variant=1)
     article = extractor.extract(html.encode(), url="http://news.test/owls")
     assert article.title == STORIES[2][0]
@@ -34,8 +40,11 @@ def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu():
     from scrapy_grownup import ArticleExtractor
     from scrapy_grownup.extractor import auto_model
 
+    from scrapy_grownup.extractor import resolve_model_dir
+
     assert auto_model("cpu") == "fast"
     assert auto_model("cuda:0") == "default"
+    assert resolve_model_dir("default") == MODELS_DIR / DEFAULT_MODEL  # the most accurate
     extractor = ArticleExtractor.from_pretrained("auto", device="cpu")
     assert extractor.name == "fast" and extractor.featurizer.encoder.name == "static"
 
@@ -47,7 +56,8 @@ def test_unknown_name_is_a_clear_error():
         ArticleExtractor.from_pretrained("no-such-model")
 
 
-def test_real_dragnet_page_when_data_is_available():
+@pytest.mark.parametrize("name", ["fast", pytest.param("minilm", marks=pytest.mark.minilm)])
+def test_real_dragnet_page_when_data_is_available(name):
     from scrapy_grownup import ArticleExtractor
     from scrapy_grownup import datasets
     from scrapy_grownup.metrics import lcs_scores
@@ -56,7 +66,7 @@ def test_real_dragnet_page_when_data_is_available():
         records = datasets.load("dragnet", split="test", limit=5)
     except datasets.DatasetNotAvailable:
         pytest.skip("Dragnet data not available")
-    extractor = ArticleExtractor.from_pretrained("fast")
+    extractor = ArticleExtractor.from_pretrained(name)
     recalls = [lcs_scores(a.text, r.gold)[1]
                for r, a in zip(records, extractor.extract_batch([(r.html, r.id)
                                                                   for r in records]))]
