@@ -24,10 +24,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_CHUNK_SIZE = 4096
 
 
+def cache_home() -> Path:
+    """The project's cache folder: ``$GROWNUP_CACHE_DIR``, else ``~/.cache/scrapy_grownup``."""
+    return Path(os.environ.get("GROWNUP_CACHE_DIR", Path.home() / ".cache" / "scrapy_grownup"))
+
+
 def default_cache_dir(name: str, version: str) -> Path:
-    """``$GROWNUP_CACHE_DIR/embeddings/<encoder>-<version>`` (``~/.cache/scrapy_grownup``)."""
-    root = Path(os.environ.get("GROWNUP_CACHE_DIR", Path.home() / ".cache" / "scrapy_grownup"))
-    return root / "embeddings" / f"{name}-{version}"
+    """``<cache_home>/embeddings/<encoder>-<version>``."""
+    return cache_home() / "embeddings" / f"{name}-{version}"
 
 
 class DiskEmbeddingCache:

@@ -8,7 +8,6 @@ version, so a changed encoder or featurizer never reuses stale features.
 from __future__ import annotations
 
 import logging
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +26,9 @@ DEFAULT_MIN_COVERAGE = 0.75
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("GROWNUP_CACHE_DIR",
-                               Path.home() / ".cache" / "scrapy_grownup")) / "features"
+    from ..encoders.disk_cache import cache_home
+
+    return cache_home() / "features"
 
 
 def corpus_encoder(name: str):
