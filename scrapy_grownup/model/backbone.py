@@ -137,15 +137,22 @@ class GrownUpBackbone(nn.Module):
         for name, size in self.config.input_blocks:
             block = self._input_block(batch, name)
             if block is None:
-                raise ValueError(f"input block {name!r} is missing from the graph; the model "
-                                 f"expects blocks {self.config.input_blocks}")
-            if block.dim() != 2 or block.shape[0] != n or block.shape[1] != size:
-                raise ValueError(
-                    f"input block {name!r} has shape {tuple(block.shape)}, the model expects "
-                    f"[{n}, {size}] (model encoder {self.config.encoder!r}, feature version "
-                    f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
+                raise self._missing_block(name)
+            self._check_dense_block(name, block, n, size)
             parts.append(block.to(dtype))
         return torch.cat(parts, dim=-1)
+
+    def _missing_block(self, name: str) -> ValueError:
+        return ValueError(f"input block {name!r} is missing from the graph; the model expects "
+                          f"blocks {self.config.input_blocks}")
+
+    def _check_dense_block(self, name: str, block: Tensor, n: int, size: int) -> None:
+        """A dense input block must be ``[n, size]``; the error names the model's inputs."""
+        if block.dim() != 2 or block.shape[0] != n or block.shape[1] != size:
+            raise ValueError(
+                f"input block {name!r} has shape {tuple(block.shape)}, the model expects "
+                f"[{n}, {size}] (model encoder {self.config.encoder!r}, feature version "
+                f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
 
     @staticmethod
     def _input_block(batch: Any, name: str) -> Tensor | None:
@@ -256,8 +263,7 @@ class GrownUpBackbone(nn.Module):
                 index = getattr(batch, name + INDEX_SUFFIX, None)
                 table = getattr(batch, name + TABLE_SUFFIX, None)
                 if index is None or table is None:
-                    raise ValueError(f"input block {name!r} is missing from the graph; the "
-                                     f"model expects blocks {self.config.input_blocks}")
+                    raise self._missing_block(name)
             if index is not None:
                 if index.shape != (n,) or table.dim() != 2 or table.shape[1] != size:
                     raise ValueError(
@@ -265,11 +271,7 @@ class GrownUpBackbone(nn.Module):
                         f"{tuple(table.shape)}, the model expects [{n}] rows of width {size}")
                 gathered.append((index, table, cols))
             else:
-                if block.dim() != 2 or block.shape[0] != n or block.shape[1] != size:
-                    raise ValueError(
-                        f"input block {name!r} has shape {tuple(block.shape)}, the model expects "
-                        f"[{n}, {size}] (model encoder {self.config.encoder!r}, feature version "
-                        f"{self.config.feature_version!r}; blocks {self.config.input_blocks})")
+                self._check_dense_block(name, block, n, size)
                 dense.append(block.to(dtype))
                 columns.append(cols)
         if dense:
