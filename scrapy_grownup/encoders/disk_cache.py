@@ -117,7 +117,7 @@ class DiskEmbeddingCache:
         self._load()
         with self._lock:
             self.directory.mkdir(parents=True, exist_ok=True)
-            number = len(self._chunk_paths())
+            number = len(self._chunks)  # the chunks read or written so far; no glob per chunk
             stem = self.directory / f"chunk-{number:06d}"
             while stem.with_suffix(".npy").exists() or stem.with_suffix(".json").exists():
                 number += 1  # another process wrote this number meanwhile
