@@ -97,6 +97,12 @@ def test_wheel_holds_every_runtime_asset_and_nothing_from_tests(installed):
     assert {n.split("/")[0] for n in names} == {"scrapy_grownup",
                                                installed["wheel"].name.split("-py")[0]
                                                + ".dist-info"}
+    dist_info = installed["wheel"].name.split("-py")[0] + ".dist-info"
+    with zipfile.ZipFile(installed["wheel"]) as wheel:
+        licence = wheel.read(f"{dist_info}/licenses/LICENSE").decode()
+        metadata = wheel.read(f"{dist_info}/METADATA").decode()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "License: Apache-2.0" in metadata or "License-Expression: Apache-2.0" in metadata
     assert "absent from the `packages` configuration" not in installed["build_log"]
     assert "scrapy_grownup.assets" not in installed["build_log"]
 
