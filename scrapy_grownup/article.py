@@ -17,7 +17,8 @@ class Article:
 
     ``markdown`` may be built on first read (``ArticleExtractor`` does so unless its
     ``output_format`` is "markdown"): until then the article holds the page's text runs and
-    tags that it needs; reading it, ``to_dict()``, comparing or pickling builds it.
+    tags that it needs; reading it, ``to_dict()``, comparing or pickling builds it. Should
+    that fail, each of these raises ``ArticleError`` (a ``GrownupError``).
     """
 
     url: str | None
@@ -61,8 +62,10 @@ class Article:
 def _get_markdown(self: Article) -> str:
     value = self.__dict__.get("_markdown")
     if value is None:
-        build = self.__dict__.pop("_markdown_build", None)
-        value = self.__dict__["_markdown"] = build() if build is not None else ""
+        build = self.__dict__.get("_markdown_build")
+        value = build() if build is not None else ""  # a failure raises again on each read
+        self.__dict__["_markdown"] = value
+        self.__dict__.pop("_markdown_build", None)
     return value
 
 

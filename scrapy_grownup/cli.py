@@ -50,7 +50,12 @@ def cmd_extract(args) -> int:
                 if article is None:
                     failed += 1
                     continue
-                record = article.to_dict()
+                try:
+                    record = article.to_dict()  # builds the Markdown: may fail, for this page
+                except GrownupError as exc:
+                    logging.error("%s: %s", path, exc)
+                    failed += 1
+                    continue
                 record["path"] = str(path)
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 written += 1

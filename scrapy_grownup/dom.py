@@ -16,7 +16,7 @@ from lxml import etree
 
 from .attributes import attribute_words
 from .decoding import decode_html, sniff_binary
-from .errors import EmptyPageError
+from .errors import EmptyPageError, ParseError, own_error
 from .fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
 from .limits import PageLimits
 from .tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
@@ -222,16 +222,18 @@ def parse_page(
 
     Raises ``NotHTMLError`` for binary formats and ``EmptyPageError`` when no element remains;
     anything else (broken markup, wrong charsets, huge or absurdly deep pages) gives a valid,
-    possibly truncated structure whose ``truncated`` list says which cap was hit.
+    possibly truncated structure whose ``truncated`` list says which cap was hit. A failure
+    that is a bug raises ``ParseError``, never another type.
     """
     limits = limits or PageLimits()
-    root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits)
-    page = _walk(root, limits, truncated)
-    page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
-    if positions:
-        from .laplacian import laplacian_positions
+    with own_error(ParseError):
+        root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits)
+        page = _walk(root, limits, truncated)
+        page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
+        if positions:
+            from .laplacian import laplacian_positions
 
-        page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+            page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
     return page
 
 

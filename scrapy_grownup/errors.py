@@ -1,4 +1,14 @@
-"""Exception types of the package: callers catch ``GrownupError`` to skip one bad page."""
+"""Exception types of the package: callers catch ``GrownupError`` to skip one bad page.
+
+Every per-page step (parsing, the model, metadata, text and Markdown assembly) raises only
+``GrownupError`` subclasses for a bad page: an unexpected failure inside a step becomes that
+step's type (``ParseError`` and ``ArticleError`` through ``own_error``, ``ModelError`` through
+``extractor.run_split_on_oom``), so a page's error stays its own and is counted as what it is.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
 
 
 class GrownupError(Exception):
@@ -19,3 +29,24 @@ class ModelLoadError(GrownupError):
 
 class ModelError(GrownupError):
     """The model failed on this page (the message names the original error)."""
+
+
+class ParseError(GrownupError):
+    """Parsing this page failed unexpectedly (a bug; the message names the original error)."""
+
+
+class ArticleError(GrownupError):
+    """Building this page's article (metadata, text or Markdown) failed unexpectedly (a bug;
+    the message names the original error)."""
+
+
+@contextmanager
+def own_error(kind: type[GrownupError]):
+    """Let ``GrownupError`` through; turn any other exception into ``kind`` (chained), its
+    message naming the original error."""
+    try:
+        yield
+    except GrownupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - this is the one place that converts them
+        raise kind(f"{type(exc).__name__}: {exc}"[:2000]) from exc

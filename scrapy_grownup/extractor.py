@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from .alignment import assemble_text
 from .article import Article
 from .dom import PageStructure, parse_page
-from .errors import GrownupError, ModelLoadError
+from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
 from .limits import PageLimits
 from .refine import content_mask
 
@@ -130,7 +130,9 @@ class ArticleExtractor:
     # -- extraction -----------------------------------------------------------------------------
     def extract(self, html: bytes | str, url: str | None = None,
                 content_type: str | None = None) -> Article:
-        """The article of one page; raises ``GrownupError`` for input that is not HTML."""
+        """The article of one page; raises ``GrownupError`` (and no other type) for a page
+        that gives none: ``NotHTMLError``, ``EmptyPageError``, ``ParseError``, ``ModelError``,
+        ``ArticleError``."""
         page = parse_page(html, url=url, content_type=content_type, limits=self.featurizer.limits)
         return self.articles([page])[0]
 
@@ -138,30 +140,67 @@ class ArticleExtractor:
                       ) -> list[Article | None]:
         """Articles of ``(html, url)`` or ``(html, url, content_type)`` tuples, in order.
 
-        ``errors="raise"`` raises on the first bad page; ``"skip"`` logs it and puts ``None``
-        in its place, so the output stays aligned with the input.
+        ``errors="raise"`` raises the first bad page's ``GrownupError``; ``"skip"`` logs it and
+        puts ``None`` in its place, so the output stays aligned with the input. Either way a
+        page's failure (parsing, the model, metadata, text) is its own: with ``"skip"`` every
+        other page still gets its article.
         """
         if errors not in ("raise", "skip"):
             raise ValueError("errors must be 'raise' or 'skip'")
-        pages: list[PageStructure | None] = []
+        pages: list[PageStructure | GrownupError] = []
+        urls: list[str | None] = []
         for item in items:
             html, url, content_type = (tuple(item) + (None, None))[:3]
+            urls.append(url)
             try:
                 pages.append(parse_page(html, url=url, content_type=content_type,
                                         limits=self.featurizer.limits))
             except GrownupError as exc:
                 if errors == "raise":
                     raise
-                logger.warning("skipping %s: %s", url or "page", exc)
-                pages.append(None)
-        good = [p for p in pages if p is not None]
-        articles = iter(self.articles(good))
-        return [next(articles) if p is not None else None for p in pages]
+                pages.append(exc)
+        good = [p for p in pages if isinstance(p, PageStructure)]
+        results = iter(run_split_on_oom(self.article_results, good)[0])
+        out: list[Article | None] = []
+        for url, page in zip(urls, pages):
+            result = next(results) if isinstance(page, PageStructure) else page
+            if isinstance(result, GrownupError):
+                if errors == "raise":
+                    raise result
+                logger.warning("skipping %s: %s", url or "page", result)
+                result = None
+            out.append(result)
+        return out
 
     def articles(self, pages: Sequence[PageStructure]) -> list[Article]:
-        """Articles of already parsed pages (the Scrapy pipeline parses in worker processes)."""
+        """Articles of already parsed pages (the Scrapy pipeline parses in worker processes);
+        raises the first failing page's ``GrownupError``."""
+        results = run_split_on_oom(self.article_results, pages)[0]
+        for result in results:
+            if isinstance(result, GrownupError):
+                raise result
+        return results  # type: ignore[return-value]
+
+    def article_results(self, pages: Sequence[PageStructure], build_markdown: bool = False
+                        ) -> list[Article | GrownupError]:
+        """Per page, its ``Article`` or the ``GrownupError`` its article failed with: the
+        model runs on all pages at once (its own failure propagates; ``run_split_on_oom``
+        isolates it), then each page's metadata, text and, with ``build_markdown`` (the
+        article is about to be pickled), Markdown are built on their own, an unexpected failure
+        becoming that page's ``ArticleError``."""
         outputs = self.predict(pages)
-        return [self.article(page, o["content"], outputs=o) for page, o in zip(pages, outputs)]
+        results: list[Article | GrownupError] = []
+        for page, o in zip(pages, outputs):
+            try:
+                with own_error(ArticleError):
+                    article = self.article(page, o["content"], outputs=o)
+                    if build_markdown:
+                        article.markdown  # noqa: B018 - built now, so its failure is this page's
+            except GrownupError as exc:
+                results.append(exc)
+            else:
+                results.append(article)
+        return results
 
     def score(self, pages: Sequence[PageStructure]) -> list[np.ndarray]:
         """Content probability of every node of every page."""
@@ -203,6 +242,43 @@ class ArticleExtractor:
         if "markdown" not in fields:  # built when first read
             article.defer_markdown(markdown_builder(page, keep))
         return article
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA OOM (``torch.OutOfMemoryError``), recognised without importing torch."""
+    return type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(exc)
+
+
+def run_split_on_oom(infer: Callable[[Sequence], list], pages: Sequence,
+                     on_oom: Callable[[], None] = lambda: None
+                     ) -> tuple[list[Article | GrownupError], int]:
+    """``infer(pages)``, halving the batch on out-of-memory and retrying page by page on any
+    other failure, so each page gets its article or its own ``GrownupError`` (an unexpected one
+    becomes ``ModelError``); returns the results and the number of splits."""
+    try:
+        return list(infer(pages)), 0
+    except Exception as exc:  # noqa: BLE001 - every failure is returned per page
+        if len(pages) == 1:
+            error = exc if isinstance(exc, GrownupError) else \
+                ModelError(f"{type(exc).__name__}: {exc}"[:2000])
+            return [error], 0
+        if not pages:
+            raise
+        if is_out_of_memory(exc):
+            on_oom()
+            logger.warning("out of memory on a batch of %d pages; splitting it", len(pages))
+            halves = (pages[:len(pages) // 2], pages[len(pages) // 2:])
+            splits = 1
+        else:
+            logger.warning("model failed on a batch of %d pages (%s); retrying page by page",
+                           len(pages), exc)
+            halves, splits = [[page] for page in pages], 0
+        results: list = []
+        for part in halves:
+            part_results, part_splits = run_split_on_oom(infer, part, on_oom)
+            results += part_results
+            splits += part_splits
+        return results, splits
 
 
 def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int,
@@ -284,7 +360,8 @@ def markdown_builder(page: PageStructure, keep: np.ndarray):
     def build() -> str:
         from .markdown import to_markdown
 
-        return to_markdown(slim, keep)
+        with own_error(ArticleError):  # read late: still this page's own error
+            return to_markdown(slim, keep)
 
     return build
 

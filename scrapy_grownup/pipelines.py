@@ -13,14 +13,16 @@ import time
 
 from scrapy.exceptions import DropItem
 
-from .errors import EmptyPageError, GrownupError, ModelError, NotHTMLError
+from .errors import (ArticleError, EmptyPageError, GrownupError, ModelError, NotHTMLError,
+                     ParseError)
 from .items import article_values, fill_item
 from .runtime import RuntimeComponent
 from .workers import WorkerCrashedError
 
 logger = logging.getLogger(__name__)
 _REASONS = ((NotHTMLError, "not_html"), (EmptyPageError, "empty_page"),
-            (WorkerCrashedError, "worker_crashed"), (ModelError, "model_error"))
+            (ParseError, "parse_error"), (WorkerCrashedError, "worker_crashed"),
+            (ModelError, "model_error"), (ArticleError, "article_error"))
 
 
 def drop_reason(exc: BaseException) -> str:
@@ -60,8 +62,8 @@ class ArticlePipeline(RuntimeComponent):
         start = time.perf_counter()
         try:
             article = await batcher.article(parsed.page)
-        except Exception as exc:  # noqa: BLE001
-            logger.warning("model failed on %s: %s", claim.url, exc)
+        except Exception as exc:  # noqa: BLE001 - this page's own error, never a batch-mate's
+            logger.warning("no article for %s: %s", claim.url, exc)
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
         batch_ms = 1000.0 * (time.perf_counter() - start)
         runtime.record_batch_stats()
@@ -73,7 +75,10 @@ class ArticlePipeline(RuntimeComponent):
             reason = "short_text" if article.text.strip() else "no_content"
             raise self._drop(reason, claim.url, f"{len(article.text.strip())} characters < "
                              f"GROWNUP_MIN_TEXT_LENGTH = {settings.min_text_length}")
-        values = article_values(article, settings.output_format)
+        try:
+            values = article_values(article, settings.output_format)
+        except GrownupError as exc:  # a Markdown built only now that fails (ArticleError)
+            raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
         values["model_version"] = runtime.model_info["version"]
         values["timing"] = {"parse_ms": round(1000.0 * parsed.parse_seconds, 2),
                             "batch_ms": round(batch_ms, 2),
