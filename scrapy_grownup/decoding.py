@@ -29,6 +29,10 @@ _ALIASES = {
     "gb2312": "gb18030", "gbk": "gb18030", "x-gbk": "gb18030", "shift-jis": "cp932",
     "shift_jis": "cp932", "sjis": "cp932", "euc-kr": "cp949", "x-sjis": "cp932",
 }
+# Python codecs that a page may name but no browser decodes a page with.
+_NOT_PAGE_ENCODINGS = frozenset({"undefined", "idna", "punycode", "unicode-escape",
+                                 "raw-unicode-escape", "unicode_escape", "raw_unicode_escape",
+                                 "utf-7", "mbcs", "oem"})
 # Magic numbers of formats that are certainly not HTML.
 _BINARY_MAGIC = (
     b"%PDF-", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"\xff\xd8\xff", b"PK\x03\x04",
@@ -46,10 +50,12 @@ def resolve_encoding(label: str | bytes | None) -> str | None:
     label = label.strip().strip("\"'").lower()
     label = _ALIASES.get(label, label)
     try:
-        name = codecs.lookup(label).name
+        info = codecs.lookup(label)
     except (LookupError, ValueError):
         return None
-    return _ALIASES.get(name, name)
+    if info.name in _NOT_PAGE_ENCODINGS or not getattr(info, "_is_text_encoding", True):
+        return None  # "undefined" always fails, "base64", "rot13"... are not text encodings
+    return _ALIASES.get(info.name, info.name)
 
 
 def sniff_binary(body: bytes) -> None:
@@ -93,7 +99,7 @@ def is_html(content_type: str | bytes | None, body: bytes) -> bool:
 def _decodes(body: bytes, encoding: str) -> bool:
     try:
         body.decode(encoding)
-    except (UnicodeDecodeError, LookupError):
+    except (ValueError, LookupError):  # UnicodeError is a ValueError; "undefined" raises it
         return False
     return True
 

@@ -50,8 +50,9 @@ def weight_bucket(value: str) -> int:
         return W_BOLD
     if value in ("normal", "lighter", "initial"):
         return W_NORMAL
-    if value.isdigit():
-        return W_BOLD if int(value) >= 600 else W_NORMAL
+    if value.isascii() and value.isdigit():  # "²" passes isdigit() but not int()
+        digits = value.lstrip("0")
+        return W_BOLD if len(digits) > 3 or int(digits or "0") >= 600 else W_NORMAL
     return W_UNKNOWN
 
 
@@ -96,7 +97,7 @@ def _font_shorthand(value: str) -> tuple[int, int, int]:
         if style == S_UNKNOWN and token in ("italic", "oblique"):
             style = style_bucket(token)
         elif weight == W_UNKNOWN and (token in ("bold", "bolder", "lighter") or
-                                      (token.isdigit() and len(token) == 3)):
+                                      (token.isascii() and token.isdigit() and len(token) == 3)):
             weight = weight_bucket(token)
         elif size == SIZE_UNKNOWN and size_bucket(token) != SIZE_UNKNOWN:
             size = size_bucket(token)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
-from urllib.parse import urljoin
 
 import numpy as np
 
 from .dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from .tags import BLOCK_TAGS
+from .urls import join_url
 
 __all__ = ["to_markdown"]
 
@@ -184,7 +184,9 @@ class _Renderer:
         href = (self.page.attrs.get(v) or {}).get("href", "").strip()
         if not href or href == "#" or href.lower().startswith(_NO_LINK):
             return inner
-        url = urljoin(self.base, href) if self.base else href
+        url = join_url(self.base, href)
+        if url is None:  # not a URL (``http://[``): the text stays, without the link
+            return inner
         url = url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
         lead, core, trail = _EDGES.match(inner).groups()
         if not core or _has_marker(core):
@@ -210,8 +212,7 @@ class _Renderer:
         ordered = self.tags[v] == "ol"
         number = 1
         if ordered:
-            start = (self.page.attrs.get(v) or {}).get("start", "")
-            number = int(start.strip()) if start.strip().isdigit() and len(start) < 10 else 1
+            number = _attr_int((self.page.attrs.get(v) or {}).get("start", ""), 1)
         blocks: list[str] = []  # lists, and text that sits directly in the list element
         items: list[str] = []
         text: list[str] = []
@@ -329,8 +330,8 @@ class _Renderer:
             cells: list[str] = []
             for cell in self.cells(row):
                 text = _one_line(self.inline(cell, cell_ctx)) if self.has_text[cell] else ""
-                span = (self.page.attrs.get(cell) or {}).get("colspan", "1")
-                cells.extend([text] + [""] * (min(int(span), 20) - 1 if span.isdigit() else 0))
+                span = _attr_int((self.page.attrs.get(cell) or {}).get("colspan", ""), 1)
+                cells.extend([text] + [""] * (min(max(span, 1), 20) - 1))
             if not any(cells):
                 continue
             if not grid and index == 0:
@@ -352,6 +353,13 @@ class _Renderer:
 
 # ----------------------------------------------------------------------------------------------
 # Text helpers
+
+def _attr_int(value: str, default: int) -> int:
+    """A whole-number attribute (``start``, ``colspan``): ASCII digits only (``"²"`` passes
+    ``isdigit()`` but not ``int()``), at most 9 of them; anything else gives ``default``."""
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else default
+
 
 def _finish(text: str, paragraph: str) -> str:
     """Resolve placeholders: element or flow boundaries become ``paragraph``, ``<br>`` a newline."""

@@ -18,11 +18,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from email.utils import parsedate_tz
-from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
 from .dom import PageStructure
+from .urls import join_url, url_host, url_path
 
 __all__ = ["Metadata", "extract_metadata", "json_ld_objects", "normalize_date", "split_authors",
            "headline_node", "page_title"]
@@ -100,9 +100,11 @@ def _load_json(raw: str):
         return json.loads(raw, strict=False)
     except ValueError:
         pass
+    except RecursionError:  # nested deeper than the interpreter's stack: not metadata
+        return None
     try:
         return json.loads(re.sub(r",\s*([}\]])", r"\1", raw), strict=False)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -139,7 +141,8 @@ class _LinkedData:
 
     def resolve(self, value):
         """An ``{"@id": ...}`` reference replaced by the object it names, when present."""
-        if isinstance(value, dict) and set(value) <= {"@id", "@type"} and "@id" in value:
+        if isinstance(value, dict) and set(value) <= {"@id", "@type"} \
+                and isinstance(value.get("@id"), str):
             return self.by_id.get(value["@id"], value)
         return value
 
@@ -217,7 +220,7 @@ def _title_parts(text: str) -> list[str]:
 def _site_names(site: str | None, url: str | None) -> set[str]:
     """The site's name and host name, normalised without spaces ("theriversidepost")."""
     names = {_norm(site or "")}
-    host = urlsplit(url).hostname if url else None
+    host = url_host(url)
     if host:
         host = host.removeprefix("www.")
         names |= {_norm(host), _norm(host.rsplit(".", 1)[0])}
@@ -490,9 +493,9 @@ def normalize_date(value) -> str | None:
         return None
     if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(
             r"\s*\d{10}(?:\d{3})?\s*", value)):
-        seconds = float(value)
-        seconds = seconds / 1000 if seconds > 1e11 else seconds
         try:
+            seconds = float(value)  # a 400-digit JSON number overflows here
+            seconds = seconds / 1000 if seconds > 1e11 else seconds
             moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             return None
@@ -597,7 +600,7 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
     if found:
         return found
     if page.url:
-        m = _URL_DATE_RE.search(urlsplit(page.url).path)
+        m = _URL_DATE_RE.search(url_path(page.url))
         if m:
             found = _valid(int(m[1]), int(m[2]), int(m[3]))
             if found:
@@ -686,7 +689,7 @@ def base_url(page: PageStructure) -> str | None:
     """The URL relative links resolve against: ``<base href>`` (itself resolved), else the URL."""
     for i, values in page.attrs.items():
         if page.tags[i] == "base" and values.get("href"):
-            return urljoin(page.url or "", values["href"]) or page.url
+            return join_url(page.url, values["href"]) or page.url  # a bad href is ignored
     return page.url
 
 
@@ -705,8 +708,8 @@ def canonical_url(page: PageStructure, ld: _LinkedData | None = None) -> str | N
     for href in candidates:
         href = _clean(href)
         if href and not href.startswith(("javascript:", "#", "data:")):
-            absolute = urljoin(base, href)
-            if absolute.startswith(("http://", "https://")):
+            absolute = join_url(base, href)
+            if absolute and absolute.startswith(("http://", "https://")):
                 return absolute
     return None
 

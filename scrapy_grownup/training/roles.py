@@ -300,18 +300,15 @@ def related_links(page: PageStructure, related: np.ndarray) -> list[dict]:
 
     URLs are resolved against ``<base href>`` / the page URL; a URL is listed once.
     """
-    from urllib.parse import urljoin
+    from ..metadata import base_url
+    from ..urls import join_url
 
     attrs = getattr(page, "attrs", None) or {}
     if not related.any() or not attrs:
         return []
     lengths = page.text_lengths()
     sizes = subtree_sizes(page.parent)
-    base = page.url or ""
-    for i, tag in enumerate(page.tags):
-        if tag == "base" and attrs.get(i, {}).get("href"):
-            base = urljoin(base, attrs[i]["href"])
-            break
+    base = base_url(page) or ""  # a bad <base href> is ignored
     texts = page.node_text
     out, seen = [], set()
     for i, tag in enumerate(page.tags):
@@ -325,11 +322,8 @@ def related_links(page: PageStructure, related: np.ndarray) -> list[dict]:
         total = int(chars.sum())
         if not total or 2 * int(chars[related[lo:hi]].sum()) <= total:
             continue
-        try:
-            url = urljoin(base, href)
-        except ValueError:
-            continue
-        if url in seen:
+        url = join_url(base, href)
+        if url is None or url in seen:
             continue
         seen.add(url)
         out.append({"text": " ".join(t for t in texts[lo:hi] if t), "url": url})
