@@ -9,17 +9,31 @@ _SEPARATORS = re.compile(r"[\s\-_:./#\[\]()]+|\d+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-@lru_cache(maxsize=65536)  # class names repeat across a page and a site
+# Values longer than this (rare, unbounded in size) are split each time rather than cached, so
+# the cache stays small: 65,536 entries of at most this many characters.
+MAX_CACHED_CHARS = 256
+
+
 def attribute_words(value: str | None) -> str:
     """Split an attribute value into lower-case words.
 
     Hyphens, underscores and other punctuation separate words, camelCase boundaries split,
     digits are dropped; the result is a space-joined string (empty when nothing is left).
+    Cached, but for values longer than ``MAX_CACHED_CHARS``.
     """
     if not value:
         return ""
+    if len(value) > MAX_CACHED_CHARS:
+        return _words(value)
+    return _cached_words(value)
+
+
+def _words(value: str) -> str:
     words: list[str] = []
     for part in _SEPARATORS.split(value):
         if part:
             words.extend(w.lower() for w in _CAMEL.split(part) if w)
     return " ".join(words)
+
+
+_cached_words = lru_cache(maxsize=65536)(_words)  # class names repeat across a page and a site

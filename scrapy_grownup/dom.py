@@ -306,7 +306,7 @@ def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
 
 
 # Font buckets depend on the tag and two attributes only; styles repeat across a page and a site.
-_font_features = lru_cache(maxsize=16384)(font_features)
+_font_features = font_features  # cached in fonts.py, but for huge styles (memory stays bounded)
 
 
 @lru_cache(maxsize=4096)

@@ -29,8 +29,15 @@ _TAG_SIZE = {"h1": "xx-large", "h2": "x-large", "h3": "large", "h4": "medium",
 # <font size=1..7>
 _FONT_ATTR_SIZE = {1: "x-small", 2: "small", 3: "medium", 4: "large", 5: "x-large",
                    6: "xx-large", 7: "xx-large"}
-_DECL = re.compile(r"([a-zA-Z-]+)\s*:\s*([^;]+)")
-_LENGTH = re.compile(r"^([0-9]*\.?[0-9]+)\s*(px|pt|pc|in|cm|mm|em|rem|%|ex|ch)?$")
+# Linear on any input (a page's ``style`` can be megabytes): a name starts only where a name
+# can start, not inside a run of name letters (the former ``([a-zA-Z-]+)\s*:`` rescanned a run
+# from each of its letters: 14 s for 40,000), and possessive quantifiers never give back what
+# they took (``\s*`` after the colon may give back one space: a value of spaces is a value).
+_DECL = re.compile(r"(?<![a-zA-Z-])([a-zA-Z-]++)\s*+:\s*([^;]++)")
+_LENGTH = re.compile(r"([0-9]++(?:\.[0-9]++)?|\.[0-9]++)\s*+(px|pt|pc|in|cm|mm|em|rem|%|ex|ch)?")
+# Values longer than this (rare, unbounded in size) are parsed each time rather than cached, so
+# the caches stay small: 16,384 entries of at most this many characters.
+MAX_CACHED_CHARS = 256
 _ABS_UNITS_PX = {"px": 1.0, "pt": 96 / 72, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54,
                  "mm": 96 / 25.4, None: 1.0}
 _KEYWORD_SIZES = set(FONT_SIZES[:-1]) | {"xxx-large"}
@@ -70,7 +77,7 @@ def size_bucket(value: str) -> int:
         return SIZE_INDEX[value]
     if value == "initial":
         return SIZE_INDEX["medium"]
-    match = _LENGTH.match(value)
+    match = _LENGTH.fullmatch(value)
     if not match:
         return SIZE_UNKNOWN
     number, unit = float(match.group(1)), match.group(2)
@@ -104,13 +111,21 @@ def _font_shorthand(value: str) -> tuple[int, int, int]:
     return weight, style, size
 
 
-@lru_cache(maxsize=16384)  # (tag, style) pairs repeat; parsing CSS each time was a hot spot
 def font_features(tag: str, style: str | None, font_size_attr: str | None) -> tuple[int, int, int]:
     """(weight, style, size) bucket indices for one element.
 
     Inline CSS wins over the tag's presentational meaning; anything not stated is "unknown"
-    (inherited), which is what the model sees for most elements.
+    (inherited), which is what the model sees for most elements. Cached, but for values longer
+    than ``MAX_CACHED_CHARS``.
     """
+    if (style and len(style) > MAX_CACHED_CHARS) or \
+            (font_size_attr and len(font_size_attr) > MAX_CACHED_CHARS):
+        return _font_features(tag, style, font_size_attr)
+    return _cached_font_features(tag, style, font_size_attr)
+
+
+def _font_features(tag: str, style: str | None, font_size_attr: str | None
+                   ) -> tuple[int, int, int]:
     weight = _TAG_WEIGHT.get(tag, W_UNKNOWN)
     fstyle = _TAG_STYLE.get(tag, S_UNKNOWN)
     size = SIZE_INDEX[_TAG_SIZE[tag]] if tag in _TAG_SIZE else SIZE_UNKNOWN
@@ -130,6 +145,10 @@ def font_features(tag: str, style: str | None, font_size_attr: str | None) -> tu
         if "font-size" in decls:
             size = size_bucket(decls["font-size"])
     return weight, fstyle, size
+
+
+# (tag, style) pairs repeat; parsing CSS each time was a hot spot
+_cached_font_features = lru_cache(maxsize=16384)(_font_features)
 
 
 def _font_attr_size(value: str) -> int:

@@ -23,8 +23,13 @@ __all__ = ["to_markdown"]
 # line break (``<br>``), a paragraph break from the text flow (boilerplate or an empty block
 # element between two kept runs).
 _BLOCK, _LINE, _FLOW = "\x00", "\x01", "\x02"
-_GAP = re.compile(r"[ \n\x00\x01\x02]*[\x00\x01\x02][ \n\x00\x01\x02]*")
-_EDGES = re.compile(r"^([ \n\x00\x01\x02]*)(.*?)([ \n\x00\x01\x02]*)$", re.S)
+# A run of spaces, newlines and placeholders holding at least one placeholder. Linear on any
+# input (``<pre>`` keeps whitespace runs of any length): a match starts only where a run starts,
+# and the possessive spaces before the first placeholder are never given back. The former
+# ``[ \n\x00-\x02]*[\x00-\x02]...`` rescanned a run from each of its characters: 10-42 s on long
+# whitespace runs in ``<pre>``.
+_GAP = re.compile(r"(?<![ \n\x00\x01\x02])[ \n]*+[\x00\x01\x02][ \n\x00\x01\x02]*+")
+_EDGE_CHARS = " \n\x00\x01\x02"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
@@ -165,7 +170,7 @@ class _Renderer:
         if tag == "table" and not ctx.table and not self.is_layout(v):
             return self.table(v, ctx)
         if tag == "code":
-            lead, core, trail = _EDGES.match(self.plain(v)).groups()
+            lead, core, trail = _edges(self.plain(v))
             return f"{lead}{_code_span(core)}{trail}" if core else lead + trail
         if tag == "a" and not ctx.link:
             return self.link(v, ctx)
@@ -188,7 +193,7 @@ class _Renderer:
         if url is None:  # not a URL (``http://[``): the text stays, without the link
             return inner
         url = url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
-        lead, core, trail = _EDGES.match(inner).groups()
+        lead, core, trail = _edges(inner)
         if not core or _has_marker(core):
             return inner
         heading = re.match(r"#{1,6} ", core) if _BLOCK in lead else None
@@ -276,9 +281,7 @@ class _Renderer:
             if m:
                 language = m.group(1)
                 break
-        fence = "```"
-        while fence in text:
-            fence += "`"
+        fence = "`" * max(3, _longest_run(text, "`") + 1)  # longer than any in the text
         return f"{_BLOCK}{fence}{language}\n{text}\n{fence}{_BLOCK}"
 
     def is_layout(self, v: int) -> bool:
@@ -373,6 +376,18 @@ def _finish(text: str, paragraph: str) -> str:
     return _GAP.sub(gap, text).strip(" \n")
 
 
+def _edges(text: str) -> tuple[str, str, str]:
+    """``(lead, core, trail)``: ``text`` split around its leading and trailing spaces, newlines
+    and placeholders (all of an empty core's text is ``lead``)."""
+    rest = text.lstrip(_EDGE_CHARS)
+    core = rest.rstrip(_EDGE_CHARS)
+    return text[:len(text) - len(rest)], core, rest[len(core):]
+
+
+def _longest_run(text: str, char: str) -> int:
+    return max(map(len, re.findall(re.escape(char) + "+", text)), default=0)
+
+
 def _one_line(text: str) -> str:
     return " ".join(_GAP.sub(" ", text).split())
 
@@ -382,7 +397,7 @@ def _has_marker(text: str) -> bool:
 
 
 def _wrap(inner: str, marker: str) -> str:
-    lead, core, trail = _EDGES.match(inner).groups()
+    lead, core, trail = _edges(inner)
     if not core or _has_marker(core):
         return inner
     return f"{lead}{marker}{core}{marker}{trail}"
@@ -392,7 +407,7 @@ def _code_span(text: str) -> str:
     text = " ".join(_GAP.sub(" ", text).split())
     if not text:
         return ""
-    ticks = max((len(t) for t in re.findall(r"`+", text)), default=0) + 1
+    ticks = _longest_run(text, "`") + 1
     fence = "`" * ticks
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
