@@ -31,7 +31,8 @@ def cmd_extract(args) -> int:
     from .extractor import ArticleExtractor
 
     extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
-                                                 refine=args.refine or None)
+                                                 refine=args.refine or None,
+                                                 threads=args.threads)
     files = _html_files(args.paths)
     out = open(args.output, "w", encoding="utf-8") if args.output != "-" else sys.stdout
     written = failed = 0
@@ -125,7 +126,8 @@ def cmd_inspect(args) -> int:
     from .extractor import ArticleExtractor
     from .inspect_report import write_report
 
-    extractor = ArticleExtractor.from_pretrained(args.model, device=args.device)
+    extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
+                                                 threads=args.threads)
     write_report(extractor, Path(args.page).read_bytes(), args.output)
     print(args.output, file=sys.stderr)
     return 0
@@ -177,6 +179,22 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=_positive_int, default=1, metavar="N",
+                   help="torch threads for the model (default: 1, fastest for these small "
+                        "models, and it leaves the other cores to other work)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grownup", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -190,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None)
     p.add_argument("--refine", action="store_true", help="keep the largest content group only")
     p.add_argument("--batch-pages", type=int, default=64)
+    _add_threads(p)
     p.set_defaults(func=cmd_extract)
 
     p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
@@ -250,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--model", default="auto", help="auto: default on a GPU, else fast")
     p.add_argument("--device", default=None)
+    _add_threads(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("export", help="save a trained model for shipping (fp16, options)")

@@ -18,6 +18,7 @@ from .dom import PageStructure, parse_page
 from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
 from .limits import PageLimits
 from .refine import content_mask
+from .threads import DEFAULT_THREADS, check_threads, torch_threads
 
 logger = logging.getLogger(__name__)
 MODELS_DIR = Path(__file__).parent / "assets" / "models"
@@ -72,7 +73,7 @@ class ArticleExtractor:
 
     def __init__(self, model, featurizer, name: str = "", device: str | None = None,
                  threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
-                 output_format: str = "text"):
+                 output_format: str = "text", threads: int | None = DEFAULT_THREADS):
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -86,19 +87,24 @@ class ArticleExtractor:
             raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, "
                              f"not {output_format!r}")
         self.output_format = output_format  # what Article.text holds; markdown is always kept
+        # torch intra-op threads of a model call, set for the call only (see ``threads``)
+        self.threads = check_threads(threads)
         self.version = ""  # the weights' checksum prefix, when loaded from files
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
                         threshold: float | None = None, refine: bool | None = None,
                         limits: PageLimits | None = None, output_format: str = "text",
-                        ) -> "ArticleExtractor":
+                        threads: int | None = DEFAULT_THREADS) -> "ArticleExtractor":
         """Load a shipped model (``"default"``, ``"fast"``, ``"minilm"``, or ``"auto"``:
         ``default`` on a GPU, ``fast`` on a CPU) or a directory, offline.
 
         The model's recorded encoder, encoder weights version and feature version must match
         what this installation computes; otherwise ``ModelLoadError`` says which differs.
         ``output_format="markdown"`` puts ``Article.markdown`` in ``Article.text`` too.
+        ``threads``: torch intra-op threads while the model runs (one by default, what small
+        per-page models run best on; set for each call and restored afterwards, see
+        ``scrapy_grownup.threads``); ``None`` leaves torch's own setting alone.
         """
         from .encoders import get_encoder
         from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks
@@ -123,7 +129,7 @@ class ArticleExtractor:
                         threshold=options.get("threshold", 0.5) if threshold is None
                         else threshold,
                         refine=options.get("refine", False) if refine is None else refine,
-                        output_format=output_format)
+                        output_format=output_format, threads=threads)
         extractor.version = version
         return extractor
 
@@ -216,8 +222,9 @@ class ArticleExtractor:
         if str(self.device).startswith("cpu"):
             # On a CPU, batches that stay in the caches run faster per node than big ones.
             budget = min(budget, CPU_BATCH_NODES)
-        return node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
-                                  budget, self.device, heads=True)
+        with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
+            return node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
+                                      budget, self.device, heads=True)
 
     def article(self, page: PageStructure, scores: np.ndarray,
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
