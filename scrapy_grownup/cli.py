@@ -104,6 +104,10 @@ def cmd_roles_eval(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
+    if args.protocol != "in-domain":
+        from .training.crosssite import run
+
+        return run(args)
     from .extractor import ArticleExtractor
     from .training.report import evaluate_dataset, format_table
 
@@ -262,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not keep a model encoder's vectors under ~/.cache/scrapy_grownup")
     p.add_argument("--json", default=None, help="also write rows as JSON lines here")
     p.add_argument("--device", default=None)
+    from .training.crosssite import add_arguments as crosssite_arguments
+
+    crosssite_arguments(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("inspect", help="render a page shaded by content score")

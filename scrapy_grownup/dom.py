@@ -20,7 +20,10 @@ from .errors import EmptyPageError, ParseError, own_error
 from .fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
 from .limits import PageLimits
 from .tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
+from .visibility import remove_hidden, resolve_noscript
 
+# Bump when parsing changes which nodes or text a page yields (training caches are keyed on it).
+PARSE_VERSION = "2"
 NUM_CHILD_POSITIONS = 32  # one-hot child index 0..30 and ">30"
 NUM_EIGENVECTORS = 32
 # Separator before a text segment: glued to the previous one, a space, or a paragraph break.
@@ -217,8 +220,12 @@ def parse_page(
     content_type: str | bytes | None = None,
     limits: PageLimits | None = None,
     positions: bool = True,
+    visibility: bool = True,
 ) -> PageStructure:
     """Parse one HTML document into a ``PageStructure``.
+
+    ``visibility`` applies ``visibility.remove_hidden`` (markup-hidden elements are not part
+    of the page); ``False`` keeps them, for ablations.
 
     Raises ``NotHTMLError`` for binary formats and ``EmptyPageError`` when no element remains;
     anything else (broken markup, wrong charsets, huge or absurdly deep pages) gives a valid,
@@ -227,7 +234,8 @@ def parse_page(
     """
     limits = limits or PageLimits()
     with own_error(ParseError):
-        root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits)
+        root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits,
+                                                              visibility)
         page = _walk(root, limits, truncated)
         page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
         if positions:
@@ -238,7 +246,7 @@ def parse_page(
 
 
 def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
-               limits: PageLimits | None = None):
+               limits: PageLimits | None = None, visibility: bool = True):
     """Decode and parse into the cleaned lxml tree whose elements become the nodes.
 
     Returns ``(root, encoding, truncated, meta, json_ld)``; ``PageStructure.locator`` paths
@@ -270,7 +278,10 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     if root is None or not isinstance(root.tag, str):
         raise EmptyPageError("no HTML element could be parsed")
     meta, json_ld = _collect_metadata(root)
+    resolve_noscript(root)
     etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
+    if visibility:
+        remove_hidden(root)
     return root, encoding, truncated, meta, json_ld
 
 

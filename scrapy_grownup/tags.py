@@ -28,8 +28,9 @@ BLOCK_TAGS = frozenset(
     textarea tfoot th thead title tr ul""".split()
 )
 
-# Elements removed with their content (their tail text stays).
-REMOVED_TAGS = ("script", "noscript", "meta")
+# Elements removed with their content (their tail text stays). ``noscript`` is unwrapped or
+# removed before these by ``visibility.resolve_noscript``.
+REMOVED_TAGS = ("script", "meta")
 # Elements that stay nodes but whose text is not page text (CSS, templates).
 NON_TEXT_TAGS = frozenset({"style", "template"})
 

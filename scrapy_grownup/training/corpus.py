@@ -81,10 +81,11 @@ def labelled_store(dataset: str, split: str, encoder, min_coverage: float = DEFA
                    refresh: bool = False) -> GraphStore:
     """The labelled ``GraphStore`` of one dataset split, built once and cached on disk."""
     from .. import datasets
+    from ..dom import PARSE_VERSION
     from ..featurizer import FEATURE_VERSION
 
     limits = limits or PageLimits()
-    key = (f"{dataset}-{split}-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}"
+    key = (f"{dataset}-{split}-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}"
            f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
     path = cache_root() / f"{key}.safetensors"
     if path.exists() and not refresh:

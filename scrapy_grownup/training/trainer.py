@@ -57,6 +57,7 @@ class TrainConfig:
     init: str | None = None  # a pre-trained model directory whose backbone is loaded
     threads: int | None = None
     workers: int = 2
+    device: str = "cpu"  # where fit_epochs trains ("cuda" on a GPU machine)
     overrides: dict = field(default_factory=dict)  # ModelConfig fields
     content_weight: float = 1.0
     # Datasets whose content labels train the content head (None: all); the others only train
@@ -180,8 +181,11 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
     for batch_ids in (progress(batches) if progress is not None else batches):
         chosen = [indices[k] for k in batch_ids]
         batch = store.collate(chosen)
-        random_flip_positions(batch, generator)
+        random_flip_positions(batch, generator)  # on the CPU: the generator's device
         genre_y, role_y = aux.targets(store, chosen)
+        if cfg.device != "cpu":
+            batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
+                                      role_y.to(cfg.device))
         loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -206,7 +210,10 @@ def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConf
     import torch
 
     indices = list(indices)
+    model.to(cfg.device)
     role_weights = role_class_weights(model, store, indices, aux, cfg)
+    if role_weights is not None:
+        role_weights = role_weights.to(cfg.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sizes = [store.num_nodes(i) for i in indices]
     steps_per_epoch = len(node_budget_batches(sizes, cfg.batch_nodes))

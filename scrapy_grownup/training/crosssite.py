@@ -1,0 +1,499 @@
+"""Accuracy on sites a model has never seen: the protocols behind every figure we publish.
+
+- ``site-cv``: site-grouped k-fold cross-validation over the modern sets. For each fold a model
+  is trained from scratch on every page whose site group is outside the fold (the modern sets'
+  other folds plus the extra training sets, minus any page of a site in the fold) and scored on
+  the fold.
+- ``leave-out``: the same with one held-out group of datasets as the test side (train without
+  ``fundus`` + ``fundus_history``, test on them; or without ``magic_html_*``).
+- ``model``: an already trained model on whole datasets (valid only where the model never saw
+  those sites, e.g. a shipped model on a set that was not in its training data).
+
+Every protocol scores trafilatura and readability on the same pages in the same run, with three
+metrics: the paper's LCS F1, the article-extraction-benchmark's 4-shingle F1, and the WCXB
+benchmark's bag-of-words F1 (mean of per-page F1 over lower-cased ``\\w+`` tokens), overall, per
+dataset, per page type and per language.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import datasets
+from ..alignment import align_labels, perfect_filter_text
+from ..dom import parse_page
+from ..errors import GrownupError
+from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
+from ..splits import site_folds, site_groups
+
+logger = logging.getLogger(__name__)
+
+# The modern human-gold sets the cross-site protocols test on.
+EVAL_DATASETS = ("wcxb_dev", "fundus", "fundus_history", "magic_html_article", "magic_html_forum")
+BASELINES = ("trafilatura", "readability")
+LEAVE_OUT = {"fundus": ("fundus", "fundus_history"),
+             "magic_html": ("magic_html_article", "magic_html_forum")}
+
+
+def load_records(names: Sequence[str], split_of: dict[str, str] | None = None) -> list:
+    """Records of ``names`` (each set's training split for the old sets, ``all`` for the modern
+    ones). The page-type set's pages that ``wcxb_dev`` also holds are left out when both are
+    asked for: ``wcxb_dev``'s reviewed gold wins."""
+    split_of = {"dragnet": "train", "cleaneval": "train", **(split_of or {})}
+    records = []
+    for name in names:
+        records.extend(datasets.load(name, split=split_of.get(name)))
+    if "pagetype" in names and "wcxb_dev" in names:
+        wcxb_urls = {r.url for r in records if r.dataset == "wcxb_dev"}
+        records = [r for r in records if r.dataset != "pagetype" or r.url not in wcxb_urls]
+    return records
+
+
+def record_key(record) -> str:
+    return f"{record.dataset}/{record.id}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Baselines
+
+
+def baseline_text(method: str, record) -> str:
+    """Main text of ``record`` by a baseline extractor with its default settings."""
+    try:
+        if method == "trafilatura":
+            import trafilatura
+
+            return trafilatura.extract(record.html, url=record.url) or ""
+        if method == "readability":
+            from lxml import html as lxml_html
+            from readability import Document
+
+            summary = Document(record.html).summary(html_partial=True)
+            return "\n".join(" ".join(t.split()) for t in
+                             lxml_html.fromstring(summary).itertext() if t.strip())
+    except Exception as exc:  # a baseline failing on a page scores it as empty, like ours
+        logger.debug("%s failed on %s: %s", method, record_key(record), exc)
+        return ""
+    raise ValueError(f"unknown baseline {method!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Scoring
+
+
+@dataclass
+class PageScore:
+    key: str
+    dataset: str
+    page_type: str
+    language: str
+    method: str
+    lcs: tuple[float, float]
+    shingle: tuple[float, float, float]
+    bow: tuple[float, float, float]
+
+
+def score_page(record, method: str, text: str) -> PageScore:
+    gold = record.gold or ""
+    language = (record.extra.get("language") or "").split("-")[0].lower() or "?"
+    return PageScore(record_key(record), record.dataset, record.extra.get("page_type") or "?",
+                     language, method, lcs_scores(text, gold), shingle_scores(text, gold),
+                     bag_of_words_scores(text, gold))
+
+
+def aggregate(scores: Sequence[PageScore]) -> dict:
+    """LCS F1 (harmonic mean of mean P and R), shingle F1 (same aggregation) and the WCXB
+    bag-of-words F1 (mean of per-page F1), with its mean P and R."""
+    n = len(scores)
+    if not n:
+        return {"pages": 0}
+    lcs_p = sum(s.lcs[0] for s in scores) / n
+    lcs_r = sum(s.lcs[1] for s in scores) / n
+    sh_p = sum(s.shingle[0] for s in scores) / n
+    sh_r = sum(s.shingle[1] for s in scores) / n
+    return {"pages": n,
+            "bow_f1": sum(s.bow[2] for s in scores) / n,
+            "bow_precision": sum(s.bow[0] for s in scores) / n,
+            "bow_recall": sum(s.bow[1] for s in scores) / n,
+            "lcs_f1": harmonic_mean(lcs_p, lcs_r), "lcs_precision": lcs_p, "lcs_recall": lcs_r,
+            "shingle_f1": harmonic_mean(sh_p, sh_r)}
+
+
+def summary(scores: Sequence[PageScore]) -> list[dict]:
+    """One row per (slice, method): ``all``, each dataset, page type and language with at
+    least 10 pages."""
+    rows = []
+    slices: dict[tuple[str, str], list[PageScore]] = defaultdict(list)
+    for s in scores:
+        for kind, value in (("all", "all"), ("dataset", s.dataset), ("page_type", s.page_type),
+                            ("language", s.language)):
+            slices[(kind, value)].append(s)
+    for (kind, value), members in sorted(slices.items()):
+        by_method: dict[str, list[PageScore]] = defaultdict(list)
+        for s in members:
+            by_method[s.method].append(s)
+        for method, group in by_method.items():
+            if kind in ("page_type", "language") and len(group) < 10:
+                continue
+            rows.append({"slice": kind, "value": value, "method": method, **aggregate(group)})
+    return rows
+
+
+def format_summary(rows: Sequence[dict], methods: Sequence[str] | None = None) -> str:
+    """A plain-text table: one line per slice, bag-of-words F1 (and LCS F1) per method."""
+    methods = list(methods or dict.fromkeys(r["method"] for r in rows))
+    table: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        table[(r["slice"], r["value"])][r["method"]] = r
+    width = max(12, *(len(m) for m in methods))
+    head = f"{'slice':<30} {'pages':>5} " + " ".join(f"{m:>{width}}" for m in methods)
+    lines = [head, "(bag-of-words F1 / LCS F1, %)", "-" * len(head)]
+    for (kind, value), by_method in table.items():
+        pages = max(r["pages"] for r in by_method.values())
+        cells = []
+        for m in methods:
+            r = by_method.get(m)
+            cells.append(f"{100 * r['bow_f1']:5.1f} / {100 * r['lcs_f1']:4.1f}".rjust(width)
+                         if r else " " * width)
+        lines.append(f"{kind + ':' + value:<30} {pages:>5} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Our model's variants on test pages
+
+
+@dataclass
+class Variant:
+    """One way of turning a trained model's scores into text (an ablation arm)."""
+
+    name: str
+    visibility: bool = True   # markup-hidden elements removed before the walk
+    blocks: bool = True       # blocks judged whole
+    refine: bool = False      # largest contiguous content group
+    threshold: float = 0.5
+
+
+DEFAULT_VARIANTS = (
+    Variant("grownup"),
+    Variant("grownup -blocks", blocks=False),
+    Variant("grownup -visibility", visibility=False),
+    Variant("grownup -blocks -visibility", visibility=False, blocks=False),
+)
+
+
+def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIANTS
+                ) -> dict[str, list[str]]:
+    """Text of every record under each variant (a page that does not parse is empty)."""
+    out: dict[str, list[str]] = {}
+    parsed: dict[bool, list] = {}
+    for visibility in sorted({v.visibility for v in variants}, reverse=True):
+        pages = []
+        for record in records:
+            try:
+                pages.append(parse_page(record.html, url=record.url, visibility=visibility,
+                                        content_type=record.extra.get("content_type"),
+                                        limits=extractor.featurizer.limits))
+            except GrownupError:
+                pages.append(None)
+        good = [p for p in pages if p is not None]
+        scores = iter(extractor.score(good))
+        parsed[visibility] = [(p, next(scores) if p is not None else None) for p in pages]
+    for variant in variants:
+        from ..alignment import assemble_text
+        from ..refine import content_mask
+
+        out[variant.name] = [
+            assemble_text(p, content_mask(p, s, variant.threshold, variant.refine,
+                                          variant.blocks)) if p is not None else ""
+            for p, s in parsed[variant.visibility]]
+    return out
+
+
+def perfect_texts(records) -> list[str]:
+    """The perfect-filter text of each record (the ceiling of an element classifier)."""
+    out = []
+    for record in records:
+        try:
+            page = parse_page(record.html, url=record.url,
+                              content_type=record.extra.get("content_type"))
+        except GrownupError:
+            out.append("")
+            continue
+        out.append(perfect_filter_text(page, align_labels(page, record.gold or "").labels))
+    return out
+
+
+def score_methods(records, texts_by_method: dict[str, list[str]]) -> list[PageScore]:
+    return [score_page(r, method, text) for method, texts in texts_by_method.items()
+            for r, text in zip(records, texts)]
+
+
+def baseline_scores(records, baselines: Sequence[str] = BASELINES,
+                    perfect: bool = True) -> list[PageScore]:
+    texts = {method: [baseline_text(method, r) for r in records] for method in baselines}
+    if perfect:
+        texts["perfect filter"] = perfect_texts(records)
+    return score_methods(records, texts)
+
+
+# ----------------------------------------------------------------------------------------------
+# Protocols
+
+
+@dataclass
+class FoldPlan:
+    name: str
+    test: list        # records scored
+    train_keys: set   # record keys allowed in training
+    info: dict = field(default_factory=dict)
+
+
+def site_cv_plan(eval_records, extra_records, folds: int, only: Sequence[int] | None = None
+                 ) -> list[FoldPlan]:
+    """Site-grouped folds over ``eval_records``; ``extra_records`` only ever train, and only
+    when their site group is not in the fold being tested."""
+    everything = list(eval_records) + list(extra_records)
+    groups = site_groups(everything)
+    fold_of_eval = site_folds(eval_records, folds)
+    group_fold: dict[str, int] = {}
+    for g, k in zip(groups, fold_of_eval):
+        group_fold[g] = k  # groups spanning eval and extra records take the eval fold
+    plans = []
+    for k in range(folds):
+        if only is not None and k not in only:
+            continue
+        test = [r for r, f in zip(eval_records, fold_of_eval) if f == k]
+        train = {record_key(r) for r, g in zip(everything, groups) if group_fold.get(g) != k}
+        plans.append(FoldPlan(f"fold{k}", test, train, {"fold": k, "folds": folds}))
+    return plans
+
+
+def leave_out_plan(eval_records, extra_records, held: Sequence[str]) -> FoldPlan:
+    """Test on the datasets ``held``; train on everything else minus their sites."""
+    everything = list(eval_records) + list(extra_records)
+    groups = site_groups(everything)
+    test_groups = {g for r, g in zip(everything, groups) if r.dataset in held}
+    test = [r for r in eval_records if r.dataset in held]
+    train = {record_key(r) for r, g in zip(everything, groups) if g not in test_groups}
+    return FoldPlan("without-" + "+".join(held), test, train, {"held": list(held)})
+
+
+def check_disjoint(plan: FoldPlan, everything) -> None:
+    """Raise if a site of the test side is also on the training side (a leak)."""
+    from ..splits import site_of
+
+    test_sites = {site_of(r) for r in plan.test}
+    leaked = {site_of(r) for r in everything if record_key(r) in plan.train_keys} & test_sites
+    if leaked:
+        raise AssertionError(f"{plan.name}: sites on both sides: {sorted(leaked)[:5]}")
+
+
+def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: Path,
+              variants: Sequence[Variant] = DEFAULT_VARIANTS,
+              baselines: Sequence[str] = BASELINES) -> list[PageScore]:
+    """Train one model per plan (``train_fold(plan) -> ArticleExtractor``), score it and the
+    baselines on the plan's test pages; per-page scores go to ``out/scores.jsonl`` and a plan
+    already scored there is not run again (the protocol resumes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    done_path = out / "scores.jsonl"
+    done: dict[str, list[PageScore]] = defaultdict(list)
+    if done_path.exists():
+        for line in done_path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            plan_name = row.pop("plan")
+            done[plan_name].append(PageScore(**{k: tuple(v) if isinstance(v, list) else v
+                                                for k, v in row.items()}))
+    scores: list[PageScore] = []
+    for plan in plans:
+        if plan.name in done:
+            logger.info("%s: already scored, %d rows", plan.name, len(done[plan.name]))
+            scores.extend(done[plan.name])
+            continue
+        check_disjoint(plan, everything)
+        start = time.perf_counter()
+        extractor = train_fold(plan)
+        texts = model_texts(extractor, plan.test, variants)
+        plan_scores = score_methods(plan.test, texts) + baseline_scores(plan.test, baselines)
+        with done_path.open("a", encoding="utf-8") as fh:
+            for s in plan_scores:
+                fh.write(json.dumps({"plan": plan.name, **s.__dict__}) + "\n")
+        logger.info("%s: %d test pages scored in %.0f s", plan.name, len(plan.test),
+                    time.perf_counter() - start)
+        scores.extend(plan_scores)
+    return scores
+
+
+def training_store(everything, encoder, min_coverage: float = 0.75, workers: int = 2):
+    """``(store, keys)``: one store of every trainable page (built once per dataset and
+    cached), and each store page's ``DATASET/ID`` key."""
+    from ..limits import PageLimits
+    from ..store import GraphStore
+
+    by_dataset: dict[str, list] = defaultdict(list)
+    for r in everything:
+        by_dataset[r.dataset].append(r)
+    stores, keys = [], []
+    for name, records in by_dataset.items():
+        store = _cached_store(name, records, encoder, min_coverage, PageLimits(), workers)
+        stores.append(store)
+        keys.extend(f"{name}/{i}" for i in store.ids)
+    return GraphStore.concat(stores), keys
+
+
+def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, model_dir: Path):
+    """Train a fresh model on the plan's training pages (fixed epochs, no dev split, so no
+    test page steers training) and save it to ``model_dir``; returns the model."""
+    import torch
+
+    from ..model import GrownUpModel, ModelConfig
+    from .trainer import AuxLabels, TrainConfig, fit_epochs
+
+    cfg_kwargs = dict(cfg_kwargs)
+    use_silver = cfg_kwargs.pop("use_silver", True)
+    cfg = TrainConfig(out=str(model_dir.parent), encoder=encoder.name, **cfg_kwargs)
+    indices = [i for i, k in enumerate(keys) if k in plan.train_keys
+               and (use_silver or k.split("/", 1)[0] not in datasets.SILVER_DATASETS)]
+    torch.manual_seed(cfg.seed)
+    config = ModelConfig.preset(cfg.preset, encoder=encoder.name, text_dim=encoder.dim,
+                                encoder_version=encoder.version, **cfg.overrides)
+    model = GrownUpModel(config)
+    history = fit_epochs(model, store, indices, AuxLabels.empty(store), cfg,
+                         log=lambda rec: logger.info("%s %s", plan.name, rec))
+    model.cpu()
+    model.save_pretrained(model_dir, encoder=encoder.name, encoder_version=encoder.version,
+                          metadata={"plan": plan.name, "train_pages": len(indices),
+                                    "train": {k: v for k, v in cfg_kwargs.items()},
+                                    "history": history})
+    return model
+
+
+def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
+                 min_coverage: float = 0.75, workers: int = 2) -> Callable:
+    """A ``train_fold`` for ``run_plans``: trains (``train_plan_model``) or, where
+    ``out/PLAN/model`` is saved already (a resumed run, or models trained on a GPU machine),
+    loads the plan's model."""
+    from ..encoders import get_encoder
+    from ..featurizer import Featurizer
+    from .corpus import corpus_encoder
+
+    encoder = corpus_encoder(encoder_name)
+    cache: dict = {}
+
+    def train_fold(plan: FoldPlan):
+        from ..extractor import ArticleExtractor
+        from ..model import GrownUpModel
+
+        model_dir = out / plan.name / "model"
+        if (model_dir / "config.json").is_file():
+            model = GrownUpModel.from_pretrained(model_dir)
+        else:
+            if not cache:
+                cache["store"], cache["keys"] = training_store(everything, encoder,
+                                                               min_coverage, workers)
+            model = train_plan_model(cache["store"], cache["keys"], plan, encoder, cfg_kwargs,
+                                     model_dir)
+        return ArticleExtractor(model, Featurizer(get_encoder(encoder_name)), name=plan.name,
+                                device="cpu")
+
+    return train_fold
+
+
+def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
+    """The labelled store of one dataset's records, cached like ``corpus.labelled_store``."""
+    from ..dom import PARSE_VERSION
+    from ..featurizer import FEATURE_VERSION
+    from ..store import GraphStore
+    from .corpus import cache_root, store_from_records
+
+    split = records[0].split if records else "all"
+    key = (f"{name}-{split}-{len(records)}-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}"
+           f"p{PARSE_VERSION}-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
+    path = cache_root() / f"{key}.safetensors"
+    if path.exists():
+        return GraphStore.load(path)
+    store = store_from_records(records, encoder, min_coverage, limits, workers,
+                               meta={"dataset": name, "split": split})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.save(path)
+    return store
+
+
+# ----------------------------------------------------------------------------------------------
+# ``grownup evaluate --protocol ...``
+
+PROTOCOLS = ("in-domain", "site-cv", "leave-out", "model")
+
+
+def add_arguments(p) -> None:
+    """The cross-site options of ``grownup evaluate``."""
+    p.add_argument("--protocol", choices=PROTOCOLS, default="in-domain",
+                   help="in-domain: the standard test splits (Dragnet, CleanEval); site-cv: "
+                        "site-grouped k-fold cross-validation over --eval-datasets, one model "
+                        "trained per fold; leave-out: train without --hold, test on it; model: "
+                        "score --model on whole --eval-datasets (only where it never saw them)")
+    p.add_argument("--eval-datasets", default=",".join(EVAL_DATASETS),
+                   help="modern sets the cross-site protocols test on")
+    p.add_argument("--train-datasets", default="dragnet,cleaneval",
+                   help="extra sets that only ever train (their test-side sites left out)")
+    p.add_argument("--folds", type=int, default=5, help="site-cv: number of site-grouped folds")
+    p.add_argument("--only-folds", default=None, help="site-cv: run only these folds (0,2)")
+    p.add_argument("--hold", default="fundus",
+                   help=f"leave-out: held-out group ({', '.join(LEAVE_OUT)}) or datasets")
+    p.add_argument("--out", default="runs/crosssite",
+                   help="per-fold models and per-page scores (a re-run resumes from them)")
+    p.add_argument("--encoder", default="static", help="site-cv / leave-out: text encoder")
+    p.add_argument("--preset", default="small", help="site-cv / leave-out: model preset")
+    p.add_argument("--model-overrides", default='{"num_layers": 4, "num_transformer_layers": 0,'
+                   ' "readout": "mean"}', help="JSON ModelConfig fields (default: fast's shape)")
+    p.add_argument("--epochs", type=int, default=10, help="training epochs per fold")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+
+
+def run(args) -> int:
+    """``grownup evaluate`` with a cross-site protocol; prints the summary table."""
+    import torch
+
+    torch.set_num_threads(max(1, args.threads))
+    eval_names = [n for n in args.eval_datasets.split(",") if n]
+    out = Path(args.out)
+    if args.protocol == "model":
+        from ..extractor import ArticleExtractor
+
+        records = load_records(eval_names)
+        scores = baseline_scores(records)
+        for name in args.model:
+            extractor = ArticleExtractor.from_pretrained(name, device=args.device)
+            texts = model_texts(extractor, records)
+            scores += score_methods(records, {f"{k}:{name}": v for k, v in texts.items()})
+    else:
+        train_names = [n for n in args.train_datasets.split(",") if n and n not in eval_names]
+        eval_records = load_records(eval_names)
+        extra = load_records(train_names)
+        everything = eval_records + extra
+        if args.protocol == "site-cv":
+            only = [int(k) for k in args.only_folds.split(",")] if args.only_folds else None
+            plans = site_cv_plan(eval_records, extra, args.folds, only)
+        else:
+            held = LEAVE_OUT.get(args.hold, tuple(args.hold.split(",")))
+            plans = [leave_out_plan(eval_records, extra, held)]
+        cfg = {"preset": args.preset, "epochs": args.epochs, "lr": args.lr,
+               "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
+               "threads": args.threads}
+        trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol)
+        scores = run_plans(plans, everything, trainer, out / args.protocol)
+    rows = summary(scores)
+    print(format_summary(rows))
+    if args.json:
+        Path(args.json).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return 0

@@ -1,0 +1,117 @@
+"""What a reader never sees is never content; what a script-less reader sees is.
+
+Modern pages carry whole hidden copies of their text (a ``display:none`` schema.org block, a
+closed dialog, a ``<template>`` for a client-side renderer), and some put their real content in
+``<noscript>`` for readers without JavaScript (Discourse forums render every post there). A
+crawler sees the HTML without running its scripts, so:
+
+- elements hidden by markup alone are removed before the walk: the ``hidden`` attribute,
+  ``aria-hidden="true"``, an inline ``display:none`` / ``visibility:hidden``, ``<template>`` and a
+  ``<dialog>`` without ``open``; ``html``, ``head`` and ``body`` are never removed (anti-flicker
+  snippets hide the whole body until a script reveals it);
+- a ``<noscript>`` inside ``body`` that holds real text (``NOSCRIPT_MIN_TEXT`` characters or
+  more) is unwrapped, its children taking its place; any other ``<noscript>`` (tracking pixels,
+  "please enable JavaScript") is removed.
+
+Only markup counts: stylesheets and scripts are not evaluated.
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+
+__all__ = ["NOSCRIPT_MIN_TEXT", "remove_hidden", "resolve_noscript", "is_hidden"]
+
+NOSCRIPT_MIN_TEXT = 200
+_NEVER_REMOVED = frozenset({"html", "head", "body"})
+_HIDDEN_XPATH = etree.XPath(
+    "//*[@hidden or @aria-hidden or @style or self::template or self::dialog]")
+
+
+def _style_hides(style: str) -> bool:
+    compact = "".join(style.lower().split())
+    return "display:none" in compact or "visibility:hidden" in compact
+
+
+def is_hidden(el) -> bool:
+    """Whether markup alone hides ``el`` (see the module docstring for the rules)."""
+    tag = el.tag if isinstance(el.tag, str) else ""
+    tag = tag.rsplit("}", 1)[-1].lower()
+    if tag in _NEVER_REMOVED:
+        return False
+    if tag == "template" or (tag == "dialog" and el.get("open") is None):
+        return True
+    if el.get("hidden") is not None:
+        return True
+    if (el.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    style = el.get("style")
+    return bool(style) and len(style) < 10_000 and _style_hides(style)
+
+
+def _drop_keep_tail(el) -> None:
+    """Remove ``el`` and its subtree; its tail text stays where it was."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    tail = el.tail
+    if tail:
+        previous = el.getprevious()
+        if previous is not None:
+            previous.tail = (previous.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(el)
+
+
+def remove_hidden(root) -> int:
+    """Remove every element hidden by markup from the tree; returns how many subtrees went."""
+    hidden = [el for el in _HIDDEN_XPATH(root) if is_hidden(el)]
+    removed = 0
+    for el in hidden:
+        # An element inside an already removed subtree has no path to the root any more.
+        if any(ancestor is root for ancestor in el.iterancestors()) or el is root:
+            _drop_keep_tail(el)
+            removed += 1
+    return removed
+
+
+def resolve_noscript(root) -> None:
+    """Unwrap ``<noscript>`` elements in ``body`` that hold real text; remove the others."""
+    for el in list(root.iter("noscript")):
+        if el.getparent() is None:
+            continue
+        in_body = any(a.tag == "body" for a in el.iterancestors())
+        text_length = sum(len(t.strip()) for t in el.itertext())
+        if in_body and text_length >= NOSCRIPT_MIN_TEXT:
+            _unwrap(el)
+        else:
+            _drop_keep_tail(el)
+
+
+def _unwrap(el) -> None:
+    """Replace ``el`` by its children, keeping its text and tail in place."""
+    parent = el.getparent()
+    index = parent.index(el)
+    previous = el.getprevious()
+    leading = el.text or ""
+    if leading:
+        if previous is not None:
+            previous.tail = (previous.tail or "") + leading
+        else:
+            parent.text = (parent.text or "") + leading
+    children = list(el)
+    tail = el.tail or ""
+    parent.remove(el)
+    for offset, child in enumerate(children):
+        parent.insert(index + offset, child)
+    if tail:
+        if children:
+            last = children[-1]
+            last.tail = (last.tail or "") + tail
+        else:
+            prev = parent[index - 1] if index > 0 else None
+            if prev is not None:
+                prev.tail = (prev.tail or "") + tail
+            else:
+                parent.text = (parent.text or "") + tail

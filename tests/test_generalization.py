@@ -1,0 +1,236 @@
+"""Cross-site building blocks: site-grouped splits, modern-set loaders, the visibility and
+whole-block rules, and the WCXB bag-of-words metric."""
+
+import numpy as np
+import pytest
+
+from scrapy_grownup import datasets as D
+from scrapy_grownup import splits
+from scrapy_grownup.alignment import assemble_text
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
+from scrapy_grownup.refine import block_of, content_mask, whole_blocks
+
+
+def record(dataset, id_, url=None, **extra):
+    return D.PageRecord(dataset, id_, b"", "", url, "all", extra)
+
+
+# ------------------------------------------------------------------------------------------
+# Site keys and grouped splits
+
+
+def test_registrable_domain():
+    assert splits.registrable_domain("www.bbc.co.uk") == "bbc.co.uk"
+    assert splits.registrable_domain("news.bbc.co.uk") == "bbc.co.uk"
+    assert splits.registrable_domain("WWW.Example.COM.") == "example.com"
+    assert splits.registrable_domain("blog.example.com") == "example.com"
+    assert splits.registrable_domain("example.de") == "example.de"
+    assert splits.registrable_domain("a.b.example.com.au") == "example.com.au"
+    assert splits.registrable_domain("10.0.0.1") == "10.0.0.1"
+
+
+def test_site_of_prefers_publisher_then_domain_then_page():
+    assert splits.site_of(record("fundus", "x", "https://www.zeit.de/a", publisher="Zeit")) == \
+        "publisher:zeit"
+    assert splits.site_of(record("wcxb_dev", "1", "https://m.example.org/p")) == "example.org"
+    assert splits.site_of(record("dragnet", "7")) == "dragnet/7"
+    assert splits.site_of(record("wcxb_dev", "2", "http://[")) == "wcxb_dev/2"
+
+
+def test_site_groups_join_sites_near_duplicates_and_urls():
+    recs = [
+        record("wcxb_dev", "1", "https://a.example.com/x"),
+        record("pagetype", "9", "https://www.example.com/y"),   # same site, other set
+        record("fundus", "t1", "https://taz.de/1", publisher="Taz",
+               near_duplicates=["fundus/t2"]),
+        record("fundus", "t2", "https://taz.de/2", publisher="TazArchive"),
+        record("magic_html_article", "m", "https://other.net/z"),
+        record("postlight_silver", "p", "https://other2.net/same/"),
+        record("wcxb_dev", "3", "https://other2.net/same"),           # same URL
+    ]
+    g = splits.site_groups(recs)
+    assert g[0] == g[1]
+    assert g[2] == g[3]
+    assert g[5] == g[6]
+    assert len({g[0], g[2], g[4], g[5]}) == 4
+    # the key does not depend on the order of the records
+    assert splits.site_groups(recs[::-1])[::-1] == g
+
+
+def test_site_folds_never_put_a_site_on_both_sides():
+    recs = [record("wcxb_dev", str(i), f"https://www.site{i % 37}.org/page{i}")
+            for i in range(400)]
+    folds = splits.site_folds(recs, 5)
+    assert set(folds) == {0, 1, 2, 3, 4}
+    by_site = {}
+    for r, f in zip(recs, folds):
+        by_site.setdefault(splits.site_of(r), set()).add(f)
+    assert all(len(fs) == 1 for fs in by_site.values())
+    train, held = splits.grouped_holdout(recs, 0.3)
+    assert not splits.sites(recs[i] for i in train) & splits.sites(recs[i] for i in held)
+    assert sorted(train + held) == list(range(len(recs)))
+    with pytest.raises(ValueError):
+        splits.site_folds(recs, 1)
+
+
+def test_cross_site_plans_hold_no_test_site_in_training():
+    from scrapy_grownup.training import crosssite as C
+
+    evals = [record("wcxb_dev", str(i), f"https://s{i % 23}.com/{i}", page_type="article")
+             for i in range(120)]
+    evals += [record("fundus", f"f{i}", f"https://s{i % 4}.com/f{i}", publisher=f"P{i % 6}")
+              for i in range(30)]
+    extra = [record("dragnet", f"d{i}", f"https://s{i % 50}.com/d") for i in range(60)]
+    everything = evals + extra
+    plans = C.site_cv_plan(evals, extra, 4)
+    assert [p.name for p in plans] == ["fold0", "fold1", "fold2", "fold3"]
+    assert sum(len(p.test) for p in plans) == len(evals)
+    for plan in plans:
+        C.check_disjoint(plan, everything)  # raises on a leak
+        assert not {C.record_key(r) for r in plan.test} & plan.train_keys
+    held = C.leave_out_plan(evals, extra, ("fundus",))
+    C.check_disjoint(held, everything)
+    assert {r.dataset for r in held.test} == {"fundus"}
+    # pages of wcxb on the same domains as fundus pages are not trained on either
+    assert "wcxb_dev/0" not in held.train_keys  # s0.com hosts fundus pages too? (0 % 4 == 0)
+    leak = C.FoldPlan("leak", [evals[0]], {C.record_key(evals[23])})  # same site s0.com
+    with pytest.raises(AssertionError):
+        C.check_disjoint(leak, everything)
+
+
+# ------------------------------------------------------------------------------------------
+# Modern-set loaders on real pages (skipped where the archives are absent)
+
+
+def _available(name):
+    try:
+        D.ensure_unpacked(name)
+    except D.DatasetNotAvailable:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", D.MODERN_DATASETS)
+def test_modern_loader_reads_real_pages(name):
+    if not _available(name):
+        pytest.skip(f"dataset {name} not available")
+    ids = D.list_ids(name)
+    assert len(ids) >= 20 and all(split == "all" for _, split in ids)
+    everything = D.load(name)
+    recs = [r for r in everything if r.url][:3]
+    assert len(recs) == 3 and sum(bool(r.url) for r in everything) >= 0.5 * len(ids)
+    for r in recs:
+        assert r.dataset == name and r.html.lstrip()[:1] == b"<" or b"<" in r.html[:2000]
+        assert r.gold and len(r.gold.split()) > 5
+        assert r.url is None or r.url.startswith("http")
+        assert r.extra["silver"] == (name in D.SILVER_DATASETS)
+        page = parse_page(r.html, url=r.url)
+        assert page.num_nodes > 10
+    if name == "wcxb_dev":
+        assert {r.extra["page_type"] for r in D.load(name)} == {
+            "article", "service", "product", "collection", "forum", "listing", "documentation"}
+        assert isinstance(recs[0].extra["with"], list)
+    if name.startswith("fundus"):
+        assert all(r.extra["publisher"] for r in recs)
+
+
+def test_wcxb_gold_wins_over_pagetype_for_the_same_url():
+    if not (_available("wcxb_dev") and _available("pagetype")):
+        pytest.skip("wcxb_dev or pagetype not available")
+    from scrapy_grownup.training.crosssite import load_records
+
+    recs = load_records(["wcxb_dev", "pagetype"])
+    wcxb = {r.url for r in recs if r.dataset == "wcxb_dev"}
+    assert not [r for r in recs if r.dataset == "pagetype" and r.url in wcxb]
+    assert any(r.dataset == "pagetype" for r in recs)
+
+
+# ------------------------------------------------------------------------------------------
+# Visibility
+
+
+HIDDEN_PAGE = (b"<html><head><noscript><img src=pixel.gif></noscript></head><body>"
+               b"<p>Visible start.</p>"
+               b"<div hidden><p>hidden attribute</p></div>"
+               b"<div aria-hidden=\"TRUE\"><p>aria hidden</p></div>"
+               b"<div style=\"color:red; DISPLAY : none\"><p>display none</p></div>tail one"
+               b"<span style=\"visibility:hidden\">visibility hidden</span>"
+               b"<template><p>template copy</p></template>"
+               b"<dialog><p>closed dialog</p></dialog><dialog open><p>open dialog</p></dialog>"
+               b"<noscript>Please enable JavaScript.</noscript>"
+               b"<div id=posts><noscript><div class=post><p>" + b"A real forum post. " * 15 +
+               b"</p></div></noscript></div>"
+               b"<p>Visible end.</p></body></html>")
+
+
+def test_markup_hidden_elements_are_never_content():
+    text = " ".join(parse_page(HIDDEN_PAGE).seg_text)
+    for gone in ("hidden attribute", "aria hidden", "display none", "visibility hidden",
+                 "template copy", "closed dialog", "Please enable JavaScript"):
+        assert gone not in text
+    for kept in ("Visible start.", "tail one", "open dialog", "A real forum post.",
+                 "Visible end."):
+        assert kept in text
+    # ablation switch: everything but the short noscript comes back
+    raw = " ".join(parse_page(HIDDEN_PAGE, visibility=False).seg_text)
+    assert "hidden attribute" in raw and "closed dialog" in raw and "display none" in raw
+
+
+def test_anti_flicker_hidden_body_is_kept():
+    page = parse_page(b"<html style='display:none'><body hidden style='visibility:hidden'>"
+                      b"<p>Article text.</p></body></html>")
+    assert page.seg_text == ["Article text."]
+
+
+# ------------------------------------------------------------------------------------------
+# Blocks are judged whole
+
+
+BLOCK_PAGE = (b"<html><body><div>"
+              b"<p>We pushed out the first version of the <a href=/x>release notes</a> in "
+              b"January.</p>"
+              b"<ul><li><a href=/r1>Related story one</a></li></ul>"
+              b"</div></body></html>")
+
+
+def _node(page, tag, nth=0):
+    return [i for i, t in enumerate(page.tags) if t == tag][nth]
+
+
+def test_inline_link_text_stays_with_its_kept_sentence():
+    page = parse_page(BLOCK_PAGE)
+    probs = np.zeros(page.num_nodes)
+    probs[_node(page, "p")] = 0.9        # the sentence
+    probs[_node(page, "a", 0)] = 0.2     # its link, scored alone as boilerplate
+    probs[_node(page, "a", 1)] = 0.3     # a related link
+    text = assemble_text(page, content_mask(page, probs))
+    assert text == "We pushed out the first version of the release notes in January."
+    old = assemble_text(page, content_mask(page, probs, blocks=False))
+    assert "release notes" not in old
+    assert block_of(page)[_node(page, "a", 0)] == _node(page, "p")
+    assert block_of(page)[_node(page, "a", 1)] == _node(page, "li")
+
+
+def test_a_block_is_dropped_whole_when_its_text_is_mostly_boilerplate():
+    page = parse_page(b"<html><body><p><a href=/a>Read more about this and other news</a>"
+                      b" here</p></body></html>")
+    probs = np.zeros(page.num_nodes)
+    probs[_node(page, "p")] = 0.8      # " here": 4 characters
+    probs[_node(page, "a")] = 0.1      # the link: most of the block's text
+    keep = whole_blocks(page, probs)
+    assert not keep[_node(page, "p")] and not keep[_node(page, "a")]
+
+
+# ------------------------------------------------------------------------------------------
+# WCXB metric
+
+
+def test_bag_of_words_metric():
+    assert bag_of_words_scores("The cat sat.", "the CAT sat") == (1.0, 1.0, 1.0)
+    p, r, f = bag_of_words_scores("a a b", "a b c d")
+    assert (p, r) == (2 / 3, 0.5) and abs(f - 4 / 7) < 1e-12
+    assert bag_of_words_scores("", "") == (1.0, 1.0, 1.0)
+    assert bag_of_words_scores("", "x") == (0.0, 0.0, 0.0)
+    agg = bag_of_words_f1([("a", "a"), ("", "b")])
+    assert agg == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "pages": 2}
