@@ -7,6 +7,11 @@ spawned processes (no fork of a process that holds threads or CUDA state).
 
 ``ProcessPool`` is the shared mechanism: a crashed process breaks the whole executor; the pool is
 rebuilt once, and each call it held is tried once more, then fails with ``WorkerCrashedError``.
+
+Stopping is the main process's business: a worker ignores SIGINT (Ctrl-C in a terminal reaches
+the whole process group; a worker raising ``KeyboardInterrupt`` used to hang the crawl), and
+exits by itself when its parent is gone (``kill -9`` of the crawl used to leave the model
+process and a worker running).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -37,13 +44,40 @@ class WorkerCrashedError(GrownupError):
 WORKER_NICENESS = 5
 
 
+# How often a worker checks that its parent is still there.
+PARENT_CHECK_SECONDS = 1.0
+
+
 def background_process() -> None:
-    """Lower this process's priority (once, in a spawned worker; never in the crawl's own)."""
-    if multiprocessing.parent_process() is not None and hasattr(os, "nice"):
+    """Set up a spawned worker (never the crawl's own process, nor a thread of it): lower
+    priority, SIGINT ignored (the main process decides how to stop: the first Ctrl-C flushes,
+    a second one forces), and an exit of its own when the parent dies."""
+    if multiprocessing.parent_process() is None:
+        return
+    if hasattr(os, "nice"):
         try:
             os.nice(WORKER_NICENESS)
         except OSError:  # pragma: no cover - not permitted here: keep the default priority
             pass
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
+
+
+def exit_with_parent(interval: float = PARENT_CHECK_SECONDS) -> None:
+    """Exit this process within ``interval`` seconds of its parent's death (a daemon thread
+    watching for the parent pid to change: an orphan is adopted by init or a subreaper). Works
+    on any POSIX system and whichever thread started the process, which Linux's
+    ``PR_SET_PDEATHSIG`` does not (it fires when that thread ends)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="grownup-exit-with-parent", daemon=True).start()
 
 
 def limit_threads() -> None:
