@@ -1,73 +1,179 @@
-"""The ``grownup`` command: extract, train, evaluate, inspect, warc, pretrain and helpers."""
+"""grownup: main-content extraction from saved web pages with a GROWN+UP graph neural network.
+
+Sub-commands extract articles, inspect a page's scores, and train, evaluate and export models.
+"""
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import os
 import sys
+import zlib
+from collections import Counter
 from pathlib import Path
 
+from .errors import GrownupError
 from .extractor import DEFAULT_MODEL  # cheap: the extractor imports torch only when used
 
+logger = logging.getLogger("scrapy_grownup.cli")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
+OUTPUT_FORMATS = ("json", "text", "markdown")
+# Why a page gave no article, as the summary line counts it (the crawl's drop reasons).
+SKIP_REASONS = {"NotHTMLError": "not_html", "EmptyPageError": "empty_page",
+                "ParseError": "parse_error", "ModelError": "model_error",
+                "ArticleError": "article_error"}
 
 
+class UserError(Exception):
+    """A mistake in the command line or its files: one line on stderr, exit status 2."""
 
-def _html_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
+
+def _is_html_name(path: Path) -> bool:
+    name = path.name.lower()
+    return name.removesuffix(".gz").endswith(HTML_SUFFIXES)
+
+
+def _inputs(paths: list[str]) -> list:
+    """What ``extract`` reads, in order: files as given, the HTML files (``.gz`` too) under
+    directories, sorted, and ``"-"`` for standard input."""
+    inputs: list = []
     for raw in paths:
+        if raw == "-":
+            if "-" in inputs:
+                raise UserError("'-' (standard input) can be given only once")
+            inputs.append("-")
+            continue
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES))
+            inputs.extend(sorted(p for p in path.rglob("*") if p.is_file() and _is_html_name(p)))
+        elif path.exists():
+            inputs.append(path)
         else:
-            files.append(path)
-    return files
+            raise UserError(f"no such file or directory: {raw}")
+    return inputs
+
+
+def _read_page(source) -> bytes:
+    """A page's bytes from a file or ``"-"`` (stdin), gunzipped when they are gzip data."""
+    data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data
+
+
+def _open_output(path: str):
+    if path == "-":
+        return sys.stdout
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def cmd_extract(args) -> int:
-    from .errors import GrownupError
     from .extractor import ArticleExtractor
 
-    extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
-                                                 refine=args.refine or None,
-                                                 threads=args.threads)
-    files = _html_files(args.paths)
-    out = open(args.output, "w", encoding="utf-8") if args.output != "-" else sys.stdout
-    written = failed = 0
+    inputs = _inputs(args.paths)
+    if args.url and len(inputs) != 1:
+        raise UserError(f"--url gives one page its URL, but {len(inputs)} pages were given")
+    if not inputs:
+        raise UserError("no HTML files (.html, .htm, .xhtml, .shtml, or those .gz) found in "
+                        + ", ".join(args.paths))
+    out = _open_output(args.output)  # before the model loads: a bad path fails at once
     try:
-        for start in range(0, len(files), args.batch_pages):
-            chunk = files[start:start + args.batch_pages]
-            items = []
-            for path in chunk:
-                try:
-                    items.append((path.read_bytes(), path.as_uri() if path.is_absolute()
-                                  else str(path)))
-                except OSError as exc:
-                    logging.error("%s: %s", path, exc)
-                    items.append((b"", str(path)))
-            for path, article in zip(chunk, extractor.extract_batch(items, errors="skip")):
-                if article is None:
-                    failed += 1
-                    continue
-                try:
-                    record = article.to_dict()  # builds the Markdown: may fail, for this page
-                except GrownupError as exc:
-                    logging.error("%s: %s", path, exc)
-                    failed += 1
-                    continue
-                record["path"] = str(path)
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                written += 1
-    except GrownupError as exc:
-        logging.error("%s", exc)
-        return 2
+        extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
+                                                     threshold=args.threshold,
+                                                     refine=args.refine or None,
+                                                     threads=args.threads)
+        summary = _extract_all(extractor, inputs, out, args)
     finally:
         if out is not sys.stdout:
             out.close()
-    print(json.dumps({"extracted": written, "failed": failed}), file=sys.stderr)
-    return 0 if written else 1
+    print(json.dumps(summary), file=sys.stderr)
+    return 0 if summary["extracted"] else 1
+
+
+def _extract_all(extractor, inputs: list, out, args) -> dict:
+    """Extract ``inputs`` in batches of ``args.batch_pages``, write each article, count the rest
+    by reason; returns the summary."""
+    from functools import partial
+
+    from tqdm import tqdm
+
+    from .dom import parse_page
+    from .errors import GrownupError
+    from .extractor import run_split_on_oom
+
+    skipped: Counter = Counter()
+    extracted = 0
+
+    def skip(name: str, reason: str, detail) -> None:
+        skipped[reason] += 1
+        logger.warning("%s: skipped (%s): %s", name, reason, detail)
+
+    # a progress bar on a terminal, for runs of more than one batch
+    progress = tqdm(total=len(inputs), unit="page", file=sys.stderr, leave=False,
+                    disable=None if len(inputs) > args.batch_pages else True)
+    for start in range(0, len(inputs), args.batch_pages):
+        chunk = inputs[start:start + args.batch_pages]
+        names, pages = [], []
+        for source in chunk:
+            name = str(source)
+            try:
+                html = _read_page(source)
+            except (OSError, EOFError, zlib.error) as exc:
+                skip(name, "unreadable", getattr(exc, "strerror", None) or _first_line(exc))
+                continue
+            url = args.url or (None if source == "-" else Path(source).resolve().as_uri())
+            try:
+                pages.append(parse_page(html, url=url, limits=extractor.featurizer.limits))
+            except GrownupError as exc:
+                skip(name, SKIP_REASONS.get(type(exc).__name__, "bad_page"), _first_line(exc))
+                continue
+            names.append(name)
+        articles = partial(extractor.article_results, build_markdown=args.format != "text")
+        results = run_split_on_oom(articles, pages)[0] if pages else []
+        for name, result in zip(names, results):
+            if isinstance(result, GrownupError):
+                skip(name, SKIP_REASONS.get(type(result).__name__, "bad_page"),
+                     _first_line(result))
+                continue
+            try:
+                body = _render(result, name, args.format)
+            except GrownupError as exc:  # a lazily built Markdown's own failure
+                skip(name, "article_error", _first_line(exc))
+                continue
+            if body is None:
+                skip(name, "no_content", "the model kept no text")
+                continue
+            if args.format != "json" and extracted:
+                out.write("\n")  # a blank line between pages
+            out.write(body)
+            extracted += 1
+        progress.update(len(chunk))
+    progress.close()
+    return {"read": len(inputs), "extracted": extracted, "skipped": dict(sorted(skipped.items()))}
+
+
+def _render(article, name: str, output_format: str) -> str | None:
+    """One article as ``output_format`` (a JSON line, or the text / Markdown ending in a
+    newline); ``None`` when it has no text."""
+    if not article.text.strip():
+        return None
+    if output_format == "json":
+        record = article.to_dict()
+        record["path"] = name
+        return json.dumps(record, ensure_ascii=False) + "\n"
+    body = article.markdown if output_format == "markdown" else article.text
+    return body.rstrip("\n") + "\n"
 
 
 def cmd_train(args) -> int:
@@ -130,9 +236,10 @@ def cmd_inspect(args) -> int:
     from .extractor import ArticleExtractor
     from .inspect_report import write_report
 
+    html = _read_page(args.page)  # before the model loads: a missing page fails at once
     extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
                                                  threads=args.threads)
-    write_report(extractor, Path(args.page).read_bytes(), args.output)
+    write_report(extractor, html, args.output)
     print(args.output, file=sys.stderr)
     return 0
 
@@ -153,7 +260,8 @@ def cmd_export(args) -> int:
 def cmd_distill(args) -> int:
     from .encoders.distill import main as distill_main
 
-    return distill_main(args.rest)
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    return distill_main(rest)
 
 
 def cmd_warc(args) -> int:
@@ -199,36 +307,88 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
                         "models, and it leaves the other cores to other work)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grownup", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, not {text!r}")
+    return value
 
-    p = sub.add_parser("extract", help="extract articles from HTML files into JSON lines")
-    p.add_argument("paths", nargs="+", help="HTML files or directories")
-    p.add_argument("-o", "--output", default="-", help="output .jsonl (default: stdout)")
+
+def _version() -> str:
+    from . import __version__
+
+    return (f"grownup {__version__} from {Path(__file__).resolve().parent} "
+            f"(Python {sys.version_info.major}.{sys.version_info.minor})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grownup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-V", "--version", action="version", version=_version(),
+                        help="print the version and where the package is installed, then exit")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log debug messages, and show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("extract", help="extract the articles of saved web pages",
+                       description="Extract the main content of saved web pages (files, "
+                                   "directories of .html/.htm files, .gz files, or - for "
+                                   "standard input). Writes one JSON object per article "
+                                   "(--format json), or the text or Markdown of each page; "
+                                   "pages without an article are skipped and counted, and a "
+                                   "summary line goes to standard error. Exits 1 when no "
+                                   "page gave an article, 2 on a usage error.")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="HTML file (also .gz), directory (searched for .html, .htm, .xhtml, "
+                        ".shtml and those .gz), or - for standard input")
+    p.add_argument("-o", "--output", default="-",
+                   help="write here instead of standard output")
+    p.add_argument("-f", "--format", choices=OUTPUT_FORMATS, default="json",
+                   help="json: one JSON object per article (text, Markdown, metadata, path); "
+                        "text or markdown: each page's article, pages separated by a blank "
+                        "line (default: json)")
+    p.add_argument("--url", default=None,
+                   help="the URL the page was saved from (one page only; by default a file's "
+                        "own file: URL, none for standard input): resolves its relative links "
+                        "and is the article's url")
     p.add_argument("--model", default="auto",
-                   help="shipped model name or directory (auto: default on a GPU, else fast)")
-    p.add_argument("--device", default=None)
-    p.add_argument("--refine", action="store_true", help="keep the largest content group only")
-    p.add_argument("--batch-pages", type=int, default=64)
+                   help="shipped model name (fast, minilm, default) or a model directory "
+                        "(default: auto, which is default on a GPU and fast on a CPU)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--threshold", type=_probability, default=None,
+                   help="content probability an element needs to be kept (default: the "
+                        "model's, 0.5): lower keeps more text, higher keeps less")
+    p.add_argument("--refine", action="store_true",
+                   help="keep only the largest contiguous group of content")
+    p.add_argument("--batch-pages", type=_positive_int, default=64, metavar="N",
+                   help="pages read and sent to the model at a time (default: 64)")
     _add_threads(p)
     p.set_defaults(func=cmd_extract)
 
     p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
     p.add_argument("--out", required=True, help="run directory (resumes if it has a checkpoint)")
-    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
-    p.add_argument("--encoder", default="static", choices=["static", "minilm"])
-    p.add_argument("--preset", default="small")
+    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype",
+                   help="comma-separated training sets (default: dragnet,cleaneval,pagetype)")
+    p.add_argument("--encoder", default="static", choices=["static", "minilm"],
+                   help="text encoder of the node features (default: static)")
+    p.add_argument("--preset", default="small",
+                   help="model shape (grownup presets lists them; default: small)")
     p.add_argument("--model-overrides", default=None, help="JSON of ModelConfig fields")
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--batch-nodes", type=int, default=16_000)
-    p.add_argument("--patience", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=30, help="most epochs (default: 30)")
+    p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 0.001)")
+    p.add_argument("--batch-nodes", type=int, default=16_000,
+                   help="DOM nodes per training batch (default: 16000)")
+    p.add_argument("--patience", type=int, default=6,
+                   help="stop after this many epochs without a better dev score (default: 6)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--max-pages", type=int, default=None, help="per dataset (quick runs)")
     p.add_argument("--init", default=None, help="pre-trained model directory")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's, one per core)")
     p.add_argument("--genre-weight", type=float, default=0.0,
                    help="> 0: also train the page-genre head (page-type set pages)")
     p.add_argument("--role-weight", type=float, default=0.0,
@@ -238,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("presets", help="the model presets and their parameter counts")
-    p.add_argument("--encoder", default="minilm", choices=["static", "minilm"])
+    p.add_argument("--encoder", default="minilm", choices=["static", "minilm"],
+                   help="count parameters for this encoder's features (default: minilm)")
     p.set_defaults(func=cmd_presets)
 
     from .training import genre as genre_module, heads as heads_module, roles as roles_module
@@ -272,23 +433,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("inspect", help="render a page shaded by content score")
-    p.add_argument("page")
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--model", default="auto", help="auto: default on a GPU, else fast")
-    p.add_argument("--device", default=None)
+    p.add_argument("page", help="HTML file (also .gz), or - for standard input")
+    p.add_argument("-o", "--output", required=True, help="the HTML report to write")
+    p.add_argument("--model", default="auto",
+                   help="shipped model name or directory (default: auto, which is default on "
+                        "a GPU and fast on a CPU)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available)")
     _add_threads(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("export", help="save a trained model for shipping (fp16, options)")
     p.add_argument("model", help="trained model directory, e.g. runs/x/best")
-    p.add_argument("--out", required=True)
-    p.add_argument("--threshold", type=float, default=0.5)
-    p.add_argument("--refine", action="store_true")
-    p.add_argument("--fp32", action="store_true")
+    p.add_argument("--out", required=True, help="directory to write the model to")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="content probability cut-off the model will use (default: 0.5)")
+    p.add_argument("--refine", action="store_true",
+                   help="the model will keep only the largest content group by default")
+    p.add_argument("--fp32", action="store_true", help="keep 32-bit weights (default: 16-bit)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("distill-static", help="distil the static encoder from MiniLM")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="OPTION",
+                   help="options of the distillation, after -- (grownup distill-static -- "
+                        "--help lists them)")
     p.set_defaults(func=cmd_distill)
 
     from .warc.command import add_arguments as warc_arguments
@@ -301,10 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .pretraining.command import add_arguments as pretrain_arguments
 
-    p = sub.add_parser("pretrain", help="self-supervised pre-training on a `grownup warc` corpus",
+    p = sub.add_parser("pretrain", help="self-supervised pre-training on a corpus from "
+                       "grownup warc",
                        description="Masked node-feature prediction and same-website pairs "
-                                   "(GROWN+UP 2.4); fine-tune with `grownup train --init "
-                                   "OUT/best`.")
+                                   "(GROWN+UP 2.4); fine-tune afterwards with: grownup train "
+                                   "--init OUT/best")
     pretrain_arguments(p)
     p.set_defaults(func=cmd_pretrain)
     return parser
@@ -318,7 +487,27 @@ def main(argv: list[str] | None = None) -> int:
         args.model = [DEFAULT_MODEL]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("grownup: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader (head, less) stopped reading: nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except (UserError, GrownupError, OSError) as exc:
+        if args.verbose:
+            raise
+        print(f"grownup {args.command}: error: {_error_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _error_line(exc: BaseException) -> str:
+    """One line for a user's error: the OS's words and the file for an ``OSError``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return _first_line(exc)
 
 
 if __name__ == "__main__":

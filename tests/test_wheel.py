@@ -108,9 +108,13 @@ def test_wheel_holds_every_runtime_asset_and_nothing_from_tests(installed):
 
 
 def test_installed_cli_extracts_a_page(installed):
+    grownup = str(installed["venv"] / "bin" / "grownup")
+    version = _run([grownup, "--version"], cwd=installed["cwd"], env=installed["env"]).stdout
+    where = Path(version.split(" from ", 1)[1].rsplit(" (", 1)[0]).resolve()
+    assert where.is_relative_to(installed["purelib"].resolve()), version
     out = installed["cwd"] / "articles.jsonl"
-    result = _run([str(installed["venv"] / "bin" / "grownup"), "extract", "page.html",
-                   "-o", str(out)], cwd=installed["cwd"], env=installed["env"])
+    result = _run([grownup, "extract", "page.html", "-o", str(out)], cwd=installed["cwd"],
+                  env=installed["env"])
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 1, result.stderr
     assert rows[0]["title"] == TITLE and SENTENCE in rows[0]["text"]

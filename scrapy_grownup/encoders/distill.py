@@ -289,11 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="SIF weighting coefficient, or 'none' (default %(default)s)")
     parser.add_argument("--token-remove-pattern", default=DEFAULT_REMOVE_PATTERN,
                         help="regex of vocabulary tokens to drop (default %(default)s)")
-    parser.add_argument("--backend", choices=("auto", "model2vec", "builtin"), default="auto")
+    parser.add_argument("--backend", choices=("auto", "model2vec", "builtin"), default="auto",
+                        help="model2vec's distill, this package's own copy of it, or auto: "
+                             "model2vec when it imports (default: auto)")
     parser.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     parser.add_argument("--batch-size", type=int, default=256,
                         help="tokens per forward pass, builtin backend (default %(default)s)")
-    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return parser
 
 

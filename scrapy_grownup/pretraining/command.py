@@ -10,14 +10,16 @@ from .defaults import MASK_NODES, MASK_RATE, PAPER_WEIGHTS
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True,
-                   help="corpus directory written by `grownup warc PATH... --output DIR`")
+                   help="corpus directory written by: grownup warc PATH... --output DIR")
     p.add_argument("--out", required=True,
                    help="run directory (resumes if it has a checkpoint); the model is OUT/best")
-    p.add_argument("--preset", default="small")
+    p.add_argument("--preset", default="small",
+                   help="model shape (grownup presets lists them; default: small)")
     p.add_argument("--model-overrides", default=None, help="JSON of ModelConfig fields")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--epochs", type=int, default=10, help="epochs (default: 10)")
+    p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 0.001)")
+    p.add_argument("--weight-decay", type=float, default=0.0,
+                   help="AdamW weight decay (default: 0)")
     p.add_argument("--batch-pages", type=int, default=32,
                    help="pages per batch (a same-website pair counts two)")
     p.add_argument("--batch-nodes", type=int, default=40_000, help="nodes per batch at most")
@@ -30,9 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--permute-ratio", type=float, default=0.5,
                    help="share of each batch's pairs permuted into negatives")
     p.add_argument("--dev-fraction", type=float, default=0.1, help="share of sites held out")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--max-pages", type=int, default=None, help="use about this many pages")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's, one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -39,7 +39,8 @@ def standalone(prog: str, doc: str | None, add_arguments, run, argv: list[str] |
 
 def add_model_shape_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset`` and ``--model-overrides`` of the models a command trains itself."""
-    parser.add_argument("--preset", default="small")
+    parser.add_argument("--preset", default="small",
+                        help="model shape (grownup presets lists them; default: small)")
     parser.add_argument("--model-overrides", default='{"num_layers": 4, '
                         '"num_transformer_layers": 0, "readout": "mean"}',
                         help="JSON of ModelConfig fields (default: the fast model's shape)")

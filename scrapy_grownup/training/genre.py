@@ -341,7 +341,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None,
                         help="instead of cross-validating, score this trained model's genre "
                              "head on the page-type hold-out")
-    parser.add_argument("--folds", type=int, default=10)
+    parser.add_argument("--folds", type=int, default=10,
+                        help="cross-validation folds (default: 10)")
     parser.add_argument("--only-folds", default=None,
                         help="comma-separated fold numbers to run (quick checks)")
     from .command import add_model_shape_arguments
@@ -353,14 +354,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frozen", action="store_true",
                         help="with --init: keep its backbone and content head, fit only the "
                              "genre head (content-pooled readout) per fold, as fit-heads does")
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per fold (default: 5)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="learning rate (default: 0.002)")
     parser.add_argument("--content-weight", type=float, default=1.0,
                         help="also train the content head on the fold's pages (0: genre only)")
-    parser.add_argument("--batch-nodes", type=int, default=8_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-nodes", type=int, default=8_000,
+                        help="DOM nodes per training batch (default: 8000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurization processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--state", default=None,
                         help="JSON file keeping finished folds (rerun to resume)")
     parser.add_argument("--json", default=None, help="also write the JSON line here")

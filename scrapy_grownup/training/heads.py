@@ -255,9 +255,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="where to write the model with heads")
     parser.add_argument("--role-hidden", type=int, default=256,
                         help="hidden width of the role head (0: linear)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurization processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--json", default=None, help="also write the JSON line here")
 
 

@@ -417,12 +417,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .command import add_model_shape_arguments
 
     add_model_shape_arguments(parser)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--batch-nodes", type=int, default=16_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=15, help="training epochs (default: 15)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="learning rate (default: 0.002)")
+    parser.add_argument("--batch-nodes", type=int, default=16_000,
+                        help="DOM nodes per training batch (default: 16000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurization processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--json", default=None, help="also write the result here")
 
 

@@ -1,0 +1,8 @@
+"""``python -m scrapy_grownup``: the ``grownup`` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
