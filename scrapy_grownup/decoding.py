@@ -7,6 +7,7 @@ falls through to the next source instead of producing mojibake or an exception.
 from __future__ import annotations
 
 import codecs
+import json
 import re
 
 from .errors import NotHTMLError
@@ -58,15 +59,53 @@ def resolve_encoding(label: str | bytes | None) -> str | None:
     return _ALIASES.get(info.name, info.name)
 
 
+# Bytes below 0x20 that text does not hold (tab, LF, VT, FF and CR aren't counted), and DEL.
+_CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
+# Share of the first 4 KB that may be control bytes: random bytes have ~11%, HTML ~0% (a few
+# stray ones are forgiven; a short random body without a tag fails the markup test anyway).
+_MAX_CONTROL_SHARE = 0.05
+_MAX_CONTROL_BYTES = 8
+# What makes text HTML: at least one tag (``<p>``, ``</div>``, ``<br/>``, ``<a href=x>``), a
+# comment, a doctype or an XML declaration. ``a < b``, ``<https://x>`` and ``<me@x.org>`` are
+# not tags. Linear: an attribute run stops at the next ``<``.
+_MARKUP = re.compile(
+    rb"<(?:/?[A-Za-z][A-Za-z0-9:_.-]{0,63}(?:\s[^<>]{0,8192})?/?>|!--|!doctype|\?xml)", re.I)
+_MARKUP_TEXT = re.compile(_MARKUP.pattern.decode("ascii"), re.I)
+
+
 def sniff_binary(body: bytes) -> None:
-    """Raise ``NotHTMLError`` for bytes that are clearly a binary format."""
+    """Raise ``NotHTMLError`` for bytes that are not an HTML document: a binary format (magic
+    number, NUL or other control bytes: random bytes), JSON, or text without a single tag
+    (plain text). A fragment such as ``<p>Hello</p>`` is HTML."""
     head = body[:1024]
     if head.startswith(_BINARY_MAGIC):
         raise NotHTMLError(f"binary content (starts with {head[:8]!r})")
-    if any(head.startswith(bom) for bom, _ in _BOMS):
-        return
+    for bom, name in _BOMS:
+        if body.startswith(bom):  # UTF-16/32 text: judged on its characters
+            _sniff_text(body[len(bom):].decode(name, errors="replace"), _MARKUP_TEXT)
+            return
     if head.count(b"\x00") > len(head) // 8 and len(head) >= 32:
         raise NotHTMLError("binary content (NUL bytes in the first kilobyte)")
+    sample = body[:4096]
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    if controls > max(_MAX_CONTROL_BYTES, _MAX_CONTROL_SHARE * len(sample)):
+        raise NotHTMLError(f"binary content ({controls} control bytes in the first "
+                           f"{len(sample)})")
+    _sniff_text(body, _MARKUP)
+
+
+def _sniff_text(text, markup: re.Pattern) -> None:
+    """``NotHTMLError`` for JSON and for text without any tag (``text`` is bytes or str)."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[", b"{", b"[") and stripped[-1:] in ("}", "]", b"}", b"]"):
+        try:
+            json.loads(stripped)
+        except ValueError:  # not JSON (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+            pass
+        else:
+            raise NotHTMLError("JSON, not HTML")
+    if not markup.search(text):
+        raise NotHTMLError("no HTML tag in the document (plain text)")
 
 
 def looks_like_html(body: bytes) -> bool:

@@ -16,7 +16,8 @@ class GrownupError(Exception):
 
 
 class NotHTMLError(GrownupError):
-    """The bytes are not an HTML document (a PDF, an image, other binary data)."""
+    """The bytes are not an HTML document: a PDF, an image, other binary or random data, JSON,
+    or plain text without a single tag."""
 
 
 class EmptyPageError(GrownupError):

@@ -31,6 +31,7 @@ def check_valid(p: PageStructure) -> None:
     (b"%PDF-1.4\n1 0 obj", NotHTMLError),
     (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, NotHTMLError),
     (b"GIF89a\x01\x00", NotHTMLError),
+    (b"plain text, zero elements", NotHTMLError),
 ])
 def test_rejected_inputs(body, error):
     with pytest.raises(error):
@@ -39,7 +40,6 @@ def test_rejected_inputs(body, error):
 
 @pytest.mark.parametrize("body", [
     b"<html><body><p>caf\xe9 \xff\xfe \xc3( ok</p></body></html>",  # invalid utf-8
-    b"plain text, zero elements",
     b"<p>a\x00b</p>",
     b'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml" xmlns:fb="x"><body>'
     b'<fb:like/><svg:rect xmlns:svg="http://www.w3.org/2000/svg"/><p>Hi</p></body></html>',
@@ -124,3 +124,50 @@ def test_random_html(html, encoding):
         return
     check_valid(p)
     assert p.num_nodes <= 200 and p.depth.max() < 20
+
+
+# -- bytes that are not HTML: NotHTMLError, never an empty article counted as extracted ---------
+_RANDOM = __import__("random").Random(13)
+NOT_HTML = {
+    "random_20_bytes": bytes(_RANDOM.randrange(256) for _ in range(20)),
+    "random_kilobyte": bytes(_RANDOM.randrange(256) for _ in range(1024)),
+    "random_200_kb": bytes(_RANDOM.randrange(256) for _ in range(200_000)),
+    "plain_word": b"Hello",
+    "plain_sentence": b"Just a few words, no markup at all.\n",
+    "plain_prose": ("Dear reader,\n\nif a < b and b > c, then who knows. Write to "
+                    "<editor@news.example> or see <https://news.example/faq>.\n\n"
+                    "Caf\u00e9 \u00fcber alles \u2014 fin.\n").encode() * 50,
+    "plain_utf16_with_bom": "Plain text, in UTF-16.".encode("utf-16"),
+    "json_object": b'{"title": "A story", "body": "<p>HTML inside a JSON string</p>"}',
+    "json_array": b' [1, 2, {"a": null}]\n',
+}
+HTML_FRAGMENTS = [b"<p>Hello</p>", b"Hello <b>world</b>, a fragment",
+                  "<p>ünïcödé fragment</p>".encode("utf-16"), b"<br/>Line after a break"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_HTML))
+def test_not_html_is_rejected_by_the_parser(name):
+    with pytest.raises(NotHTMLError):
+        parse_page(NOT_HTML[name])
+
+
+@pytest.mark.parametrize("body", HTML_FRAGMENTS)
+def test_html_fragments_are_html(body):
+    check_valid(parse_page(body))
+
+
+@pytest.fixture(scope="module")
+def extractor():
+    from scrapy_grownup import ArticleExtractor
+
+    return ArticleExtractor.from_pretrained("fast", device="cpu")
+
+
+def test_not_html_raises_not_html_error_in_the_api(extractor):
+    for name, body in NOT_HTML.items():
+        with pytest.raises(NotHTMLError):
+            extractor.extract(body, url=f"http://x.test/{name}")
+    assert "Hello" in extractor.extract(b"<p>Hello</p>").text  # a fragment is a page
+    results = extractor.extract_batch([(body, None) for body in NOT_HTML.values()]
+                                      + [(b"<p>Hello</p>", None)], errors="skip")
+    assert results[:-1] == [None] * len(NOT_HTML) and "Hello" in results[-1].text

@@ -198,6 +198,18 @@ def test_a_pdf_is_skipped_and_counted(pages, caplog, capsys):
     assert any("report.pdf: skipped (not_html)" in r.getMessage() for r in caplog.records)
 
 
+def test_text_json_and_random_bytes_are_skipped_as_not_html(tmp_path, capsys):
+    (tmp_path / "a.html").write_bytes(PAGE)
+    (tmp_path / "notes.html").write_bytes(b"Just a few words, saved under the wrong name.\n")
+    (tmp_path / "api.html").write_bytes(b'{"title": "x", "body": "<p>HTML in JSON</p>"}')
+    (tmp_path / "noise.html").write_bytes(bytes(range(256)) * 8)
+    out = tmp_path / "o.jsonl"
+    assert main(["extract", str(tmp_path), "--model", "fast", "-o", str(out)]) == 0
+    assert _summary(capsys.readouterr().err) == {"read": 4, "extracted": 1,
+                                                 "skipped": {"not_html": 3}}
+    assert len(out.read_text().splitlines()) == 1
+
+
 def test_summary_counts_each_reason(pages, tmp_path, capsys):
     (pages / "bad.html.gz").write_bytes(b"\x1f\x8b" + b"truncated gzip")
     (pages / "empty.html").write_bytes(b"")

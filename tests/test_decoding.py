@@ -70,6 +70,21 @@ def test_binary_sniffing(body):
         sniff_binary(body)
 
 
+@pytest.mark.parametrize("body", [b"Hello", b"plain text; a < b > c; <me@x.org>", b'{"a": "<p>"}',
+                                  b"[1, 2]", bytes(range(256)) * 4,
+                                  "plain".encode("utf-16")])
+def test_text_and_json_without_markup_are_not_html(body):
+    with pytest.raises(NotHTMLError):
+        sniff_binary(body)
+
+
+@pytest.mark.parametrize("body", [b"<p>Hello</p>", b"text then </p>", b"<br/>", b"<!-- c -->",
+                                  b"<!DOCTYPE html>", b"<a\nhref='x'>x</a>", b"[<b>not json</b>]",
+                                  "<p>x</p>".encode("utf-16"), b"<p>a\x00b\x01c</p>"])
+def test_markup_is_html(body):
+    sniff_binary(body)
+
+
 def test_looks_like_html():
     assert looks_like_html(b"  <!DOCTYPE html><html>")
     assert looks_like_html(b"<div>fragment</div>")
