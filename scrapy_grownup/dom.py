@@ -20,10 +20,10 @@ from .errors import EmptyPageError, ParseError, own_error
 from .fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
 from .limits import PageLimits
 from .tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
-from .visibility import remove_hidden, resolve_noscript
+from .visibility import HIDDEN_MARK, mark_hidden, remove_hidden, resolve_noscript
 
 # Bump when parsing changes which nodes or text a page yields (training caches are keyed on it).
-PARSE_VERSION = "2"
+PARSE_VERSION = "3"
 NUM_CHILD_POSITIONS = 32  # one-hot child index 0..30 and ">30"
 NUM_EIGENVECTORS = 32
 # Separator before a text segment: glued to the previous one, a space, or a paragraph break.
@@ -220,12 +220,12 @@ def parse_page(
     content_type: str | bytes | None = None,
     limits: PageLimits | None = None,
     positions: bool = True,
-    visibility: bool = True,
+    visibility: bool = False,
 ) -> PageStructure:
     """Parse one HTML document into a ``PageStructure``.
 
-    ``visibility`` applies ``visibility.remove_hidden`` (markup-hidden elements are not part
-    of the page); ``False`` keeps them, for ablations.
+    Markup-hidden elements (``visibility.is_hidden``) stay nodes, flagged for the layout
+    features; ``visibility=True`` removes them instead (an ablation arm).
 
     Raises ``NotHTMLError`` for binary formats and ``EmptyPageError`` when no element remains;
     anything else (broken markup, wrong charsets, huge or absurdly deep pages) gives a valid,
@@ -246,7 +246,7 @@ def parse_page(
 
 
 def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
-               limits: PageLimits | None = None, visibility: bool = True):
+               limits: PageLimits | None = None, visibility: bool = False):
     """Decode and parse into the cleaned lxml tree whose elements become the nodes.
 
     Returns ``(root, encoding, truncated, meta, json_ld)``; ``PageStructure.locator`` paths
@@ -282,6 +282,8 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
     if visibility:
         remove_hidden(root)
+    else:
+        mark_hidden(root)
     return root, encoding, truncated, meta, json_ld
 
 
@@ -431,6 +433,11 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
                 attrs[idx] = values
             if tag == "pre":
                 raw_text[idx] = "".join(el.itertext())
+        role = get("role")
+        if role:  # ARIA landmarks (layout features)
+            attrs.setdefault(idx, {})["role"] = role[:100]
+        if get(HIDDEN_MARK):
+            attrs.setdefault(idx, {})["hidden"] = "1"
         itemprop = get("itemprop")
         if itemprop:
             values = attrs.setdefault(idx, {})

@@ -107,7 +107,7 @@ class ArticleExtractor:
         ``scrapy_grownup.threads``); ``None`` leaves torch's own setting alone.
         """
         from .encoders import get_encoder
-        from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks
+        from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks, uses_layout
         from .model import GrownUpModel
 
         if name_or_path == "auto":
@@ -119,12 +119,14 @@ class ArticleExtractor:
             raise ModelLoadError(
                 f"{directory}: trained on encoder {config.encoder!r} version "
                 f"{config.encoder_version}, but the installed one is {encoder.version}")
+        layout = uses_layout(config.input_blocks)
         model = GrownUpModel.from_pretrained(
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
-            expected_input_blocks=feature_blocks(encoder.dim))
+            expected_input_blocks=feature_blocks(encoder.dim, layout))
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
-        extractor = cls(model, Featurizer(encoder, limits=limits), name=str(name_or_path),
+        extractor = cls(model, Featurizer(encoder, limits=limits, layout=layout),
+                        name=str(name_or_path),
                         device=device,
                         threshold=options.get("threshold", 0.5) if threshold is None
                         else threshold,

@@ -13,6 +13,7 @@ import numpy as np
 
 from .dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page,
                   struct_features, tree_edges)
+from .layout import LAYOUT_DIM, layout_features
 from .limits import PageLimits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,28 +26,38 @@ FEATURE_VERSION = "1"
 TEXT_BLOCKS = ("x_text", "x_class", "x_id")
 
 
-def feature_blocks(text_dim: int) -> list[tuple[str, int]]:
-    """Names and widths of the input blocks, in the order the model concatenates them."""
-    return [(name, text_dim) for name in TEXT_BLOCKS] + [
+def feature_blocks(text_dim: int, layout: bool = True) -> list[tuple[str, int]]:
+    """Names and widths of the input blocks, in the order the model concatenates them.
+
+    ``layout=False`` is the block list of models trained before the layout features
+    (``layout.py``); a batch always carries every block and a model reads the ones it lists."""
+    blocks = [(name, text_dim) for name in TEXT_BLOCKS] + [
         ("x_struct", STRUCT_DIM), ("x_pos", NUM_EIGENVECTORS)
     ]
+    return blocks + [("x_layout", LAYOUT_DIM)] if layout else blocks
+
+
+def uses_layout(input_blocks) -> bool:
+    """Whether a model with these input blocks reads the layout features."""
+    return any(name == "x_layout" for name, _ in input_blocks)
 
 
 class Featurizer:
     """Turns HTML into GROWN+UP graphs with a named text encoder (``static`` or ``minilm``)."""
 
     def __init__(self, encoder: "str | TextEncoder" = "static", limits: PageLimits | None = None,
-                 **encoder_kwargs):
+                 layout: bool = True, **encoder_kwargs):
         if isinstance(encoder, str):
             from .encoders import get_encoder
 
             encoder = get_encoder(encoder, **encoder_kwargs)
         self.encoder = encoder
         self.limits = limits or PageLimits()
+        self.layout = layout  # compute the layout block (False for models that do not read it)
 
     @property
     def blocks(self) -> list[tuple[str, int]]:
-        return feature_blocks(self.encoder.dim)
+        return feature_blocks(self.encoder.dim, self.layout)
 
     def structure(self, body: bytes | str, url: str | None = None,
                   content_type: str | bytes | None = None) -> PageStructure:
@@ -113,6 +124,9 @@ class Featurizer:
             np.concatenate([p.child_index for p in pages])))
         tensors["x_pos"] = torch.from_numpy(
             np.concatenate([p.positions for p in pages]).astype(np.float32, copy=False))
+        if self.layout:
+            tensors["x_layout"] = torch.from_numpy(
+                np.concatenate([layout_features(p) for p in pages]))
         tensors["edge_index"] = torch.from_numpy(edge_index)
         tensors["edge_type"] = torch.from_numpy(edge_type)
         tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
@@ -156,6 +170,7 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
         x_id=torch.from_numpy(np.ascontiguousarray(ident, dtype=np.float32)),
         x_struct=torch.from_numpy(page.struct_features()),
         x_pos=torch.from_numpy(np.ascontiguousarray(page.positions, dtype=np.float32)),
+        x_layout=torch.from_numpy(layout_features(page)),
         edge_index=torch.from_numpy(edge_index),
         edge_type=torch.from_numpy(edge_type),
         num_nodes=page.num_nodes,
@@ -165,4 +180,4 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
 
 
 __all__ = ["Featurizer", "FEATURE_VERSION", "GraphBatch", "STRUCT_BLOCKS", "build_graph",
-           "feature_blocks"]
+           "feature_blocks", "uses_layout"]

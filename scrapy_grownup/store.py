@@ -18,6 +18,7 @@ import numpy as np
 
 from .dom import PageStructure, struct_features, tree_edges
 from .errors import GrownupError
+from .layout import layout_features
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch_geometric.data import Batch
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STORE_FORMAT = "grownup-graphs/1"
 _NODE_FIELDS = ("parent", "tag_ids", "font", "text_len", "num_children", "child_index",
-                "positions", "text_idx", "class_idx", "id_idx", "labels")
+                "positions", "text_idx", "class_idx", "id_idx", "labels", "layout")
 
 
 @dataclass
@@ -158,6 +159,7 @@ class GraphStore:
             x_struct=tensor(struct_features(cat["tag_ids"], cat["font"], cat["text_len"],
                                             cat["num_children"], cat["child_index"])),
             x_pos=tensor(cat["positions"].astype(np.float32)),
+            x_layout=tensor(cat["layout"].astype(np.float32)),
             edge_index=tensor(edge_index),
             edge_type=tensor(edge_type),
             y=tensor(cat["labels"].astype(np.int64)),
@@ -191,6 +193,7 @@ def page_columns(page: PageStructure, table: dict[str, int],
         "id_idx": index(page.id_words),
         "labels": (np.asarray(labels, dtype=np.int8) if labels is not None
                    else np.full(page.num_nodes, -1, dtype=np.int8)),
+        "layout": layout_features(page).astype(np.float16),
     }
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from lxml import etree
 
-__all__ = ["NOSCRIPT_MIN_TEXT", "remove_hidden", "resolve_noscript", "is_hidden"]
+__all__ = ["HIDDEN_MARK", "NOSCRIPT_MIN_TEXT", "is_hidden", "mark_hidden", "remove_hidden",
+           "resolve_noscript"]
 
 NOSCRIPT_MIN_TEXT = 200
 _NEVER_REMOVED = frozenset({"html", "head", "body"})
@@ -62,6 +63,18 @@ def _drop_keep_tail(el) -> None:
         else:
             parent.text = (parent.text or "") + tail
     parent.remove(el)
+
+
+HIDDEN_MARK = "data-grownup-hidden"
+
+
+def mark_hidden(root) -> list:
+    """Mark every element hidden by markup (``HIDDEN_MARK``, read by the DOM walk into the
+    layout features); returns them."""
+    hidden = [el for el in _HIDDEN_XPATH(root) if is_hidden(el)]
+    for el in hidden:
+        el.set(HIDDEN_MARK, "1")
+    return hidden
 
 
 def remove_hidden(root) -> int:

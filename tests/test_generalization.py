@@ -164,22 +164,31 @@ HIDDEN_PAGE = (b"<html><head><noscript><img src=pixel.gif></noscript></head><bod
                b"<p>Visible end.</p></body></html>")
 
 
-def test_markup_hidden_elements_are_never_content():
-    text = " ".join(parse_page(HIDDEN_PAGE).seg_text)
+def test_markup_hidden_elements_are_flagged_or_removed():
+    from scrapy_grownup.layout import LAYOUT_BLOCKS, layout_features
+
+    text = " ".join(parse_page(HIDDEN_PAGE, visibility=True).seg_text)
     for gone in ("hidden attribute", "aria hidden", "display none", "visibility hidden",
                  "template copy", "closed dialog", "Please enable JavaScript"):
         assert gone not in text
     for kept in ("Visible start.", "tail one", "open dialog", "A real forum post.",
                  "Visible end."):
         assert kept in text
-    # ablation switch: everything but the short noscript comes back
-    raw = " ".join(parse_page(HIDDEN_PAGE, visibility=False).seg_text)
+    # by default they stay, flagged (with their subtree) for the model's layout features
+    page = parse_page(HIDDEN_PAGE)
+    raw = " ".join(page.seg_text)
     assert "hidden attribute" in raw and "closed dialog" in raw and "display none" in raw
+    assert "Please enable JavaScript" not in raw and "A real forum post." in raw
+    hidden = layout_features(page)[:, sum(size for _, size in LAYOUT_BLOCKS) - 1]
+    flagged = {page.node_text[i] for i in range(page.num_nodes) if hidden[i] and page.node_text[i]}
+    assert {"hidden attribute", "aria hidden", "display none", "visibility hidden",
+            "closed dialog"} <= flagged
+    assert not flagged & {"Visible start.", "open dialog", "Visible end."}
 
 
 def test_anti_flicker_hidden_body_is_kept():
     page = parse_page(b"<html style='display:none'><body hidden style='visibility:hidden'>"
-                      b"<p>Article text.</p></body></html>")
+                      b"<p>Article text.</p></body></html>", visibility=True)
     assert page.seg_text == ["Article text."]
 
 
@@ -234,3 +243,48 @@ def test_bag_of_words_metric():
     assert bag_of_words_scores("", "x") == (0.0, 0.0, 0.0)
     agg = bag_of_words_f1([("a", "a"), ("", "b")])
     assert agg == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "pages": 2}
+
+
+# ------------------------------------------------------------------------------------------
+# Layout features
+
+
+def test_layout_features_measure_link_density_landmarks_and_position():
+    from scrapy_grownup.layout import LAYOUT_BLOCKS, LAYOUT_DIM, layout_features
+
+    page = parse_page(
+        b"<html><body><nav role=navigation><ul><li><a href=/a>Home page link</a></li></ul></nav>"
+        b"<main><article><div itemprop=articleBody><p>One sentence here. Another one!</p>"
+        b"<p>Text with <a href=/x>a link</a> inside.</p></div></article></main>"
+        b"<footer><p>(c) 2026</p></footer></body></html>")
+    f = layout_features(page)
+    assert f.shape == (page.num_nodes, LAYOUT_DIM) and f.dtype == np.float32
+    col = {}
+    start = 0
+    for name, size in LAYOUT_BLOCKS:
+        col[name] = start
+        start += size
+    nav, li = _node(page, "nav"), _node(page, "li")
+    body_div, footer_p = _node(page, "div"), _node(page, "p", 2)
+    assert f[li, col["link_density"]] == 1.0                  # all of its text is a link
+    assert 0.0 < f[body_div, col["link_density"]] < 0.3       # "a link" of the article's text
+    assert f[_node(page, "a", 1), col["in_link"]] == 1.0
+    assert f[li, col["landmark"] + 0] == 1.0                  # inside <nav>
+    assert f[li, col["aria_role"] + 0] == 1.0                 # role=navigation, inherited
+    assert f[nav, col["article_body"]] == 0.0
+    assert f[_node(page, "p", 0), col["article_body"]] == 1.0
+    assert f[_node(page, "p", 0), col["main"] + 0] == 1.0     # inside <article>
+    assert f[footer_p, col["landmark"] + 2] == 1.0            # inside <footer>
+    assert f[footer_p, col["position"]] > f[_node(page, "p", 0), col["position"]]
+    assert f[_node(page, "p", 0), col["sentences"]] > 0
+    assert f[0, col["text_share"]] == 1.0                     # the root holds all the text
+    assert np.isfinite(f).all() and f.min() >= 0.0
+
+
+def test_old_models_keep_their_inputs_and_new_ones_read_layout():
+    from scrapy_grownup.featurizer import feature_blocks, uses_layout
+    from scrapy_grownup.layout import LAYOUT_DIM
+
+    assert feature_blocks(256)[-1] == ("x_layout", LAYOUT_DIM) and uses_layout(feature_blocks(8))
+    assert not uses_layout(feature_blocks(256, layout=False))
+    assert len(feature_blocks(256, layout=False)) == len(feature_blocks(256)) - 1

@@ -130,7 +130,7 @@ def _as_tables(batch):
     from scrapy_grownup.featurizer import GraphBatch
 
     tensors = {key: getattr(batch, key) for key in ("edge_index", "edge_type", "batch", "ptr",
-                                                     "x_struct", "x_pos")}
+                                                     "x_struct", "x_pos", "x_layout")}
     for name in ("x_text", "x_class", "x_id"):
         table, index = torch.unique(getattr(batch, name), dim=0, return_inverse=True)
         tensors[name + "_table"], tensors[name + "_index"] = table, index

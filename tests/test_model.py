@@ -366,12 +366,14 @@ def test_weighted_bce_ignores_unlabelled_nodes():
 # -- config -------------------------------------------------------------------------------------
 
 def test_config_round_trip_and_presets():
+    from scrapy_grownup.layout import LAYOUT_DIM
+
     for name in PRESETS:
         cfg = ModelConfig.preset(name, encoder="minilm", feature_version="1")
-        assert cfg.input_dim == 3 * 384 + 135 + 32
+        assert cfg.input_dim == 3 * 384 + 135 + 32 + LAYOUT_DIM
         again = ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
         assert again == cfg
-    assert ModelConfig.preset("tiny", encoder="static").input_dim == 3 * 256 + 135 + 32
+    assert ModelConfig.preset("tiny", encoder="static").input_dim == 3 * 256 + 135 + 32 + LAYOUT_DIM
     with pytest.raises(ValueError, match="unknown model config keys"):
         ModelConfig.from_dict({**tiny_config().to_dict(), "bogus": 1})
     with pytest.raises(ValueError, match="readout 'cls'"):

@@ -219,6 +219,7 @@ def collate_pages(corpus, pages: Sequence[int]) -> PageBatch:
     batch = Batch(
         x_text=cat("x_text")[perm], x_class=cat("x_class")[perm], x_id=cat("x_id")[perm],
         x_struct=cat("x_struct")[perm], x_pos=cat("x_pos")[perm],
+        x_layout=cat("x_layout")[perm],
         edge_index=edge_index, edge_type=torch.cat(type_parts),
         y=cat("y")[perm],
         batch=torch.from_numpy(np.repeat(np.arange(len(pages)), new_sizes)),

@@ -176,17 +176,16 @@ class Variant:
     """One way of turning a trained model's scores into text (an ablation arm)."""
 
     name: str
-    visibility: bool = True   # markup-hidden elements removed before the walk
+    visibility: bool = False  # True: markup-hidden elements removed before the walk
     blocks: bool = True       # blocks judged whole
     refine: bool = False      # largest contiguous content group
-    threshold: float = 0.5
+    threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
 
 
 DEFAULT_VARIANTS = (
     Variant("grownup"),
     Variant("grownup -blocks", blocks=False),
-    Variant("grownup -visibility", visibility=False),
-    Variant("grownup -blocks -visibility", visibility=False, blocks=False),
+    Variant("grownup +drop-hidden", visibility=True),
 )
 
 
@@ -195,7 +194,7 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
     """Text of every record under each variant (a page that does not parse is empty)."""
     out: dict[str, list[str]] = {}
     parsed: dict[bool, list] = {}
-    for visibility in sorted({v.visibility for v in variants}, reverse=True):
+    for visibility in sorted({v.visibility for v in variants}):
         pages = []
         for record in records:
             try:
@@ -211,10 +210,10 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         from ..alignment import assemble_text
         from ..refine import content_mask
 
+        threshold = extractor.threshold if variant.threshold is None else variant.threshold
         out[variant.name] = [
-            assemble_text(p, content_mask(p, s, variant.threshold, variant.refine,
-                                          variant.blocks)) if p is not None else ""
-            for p, s in parsed[variant.visibility]]
+            assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks))
+            if p is not None else "" for p, s in parsed[variant.visibility]]
     return out
 
 
@@ -357,14 +356,18 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     from ..model import GrownUpModel, ModelConfig
     from .trainer import AuxLabels, TrainConfig, fit_epochs
 
+    from ..featurizer import feature_blocks
+
     cfg_kwargs = dict(cfg_kwargs)
     use_silver = cfg_kwargs.pop("use_silver", True)
+    layout = cfg_kwargs.pop("layout", True)  # False: the inputs of models before layout.py
     cfg = TrainConfig(out=str(model_dir.parent), encoder=encoder.name, **cfg_kwargs)
     indices = [i for i, k in enumerate(keys) if k in plan.train_keys
                and (use_silver or k.split("/", 1)[0] not in datasets.SILVER_DATASETS)]
     torch.manual_seed(cfg.seed)
     config = ModelConfig.preset(cfg.preset, encoder=encoder.name, text_dim=encoder.dim,
-                                encoder_version=encoder.version, **cfg.overrides)
+                                encoder_version=encoder.version,
+                                input_blocks=feature_blocks(encoder.dim, layout), **cfg.overrides)
     model = GrownUpModel(config)
     history = fit_epochs(model, store, indices, AuxLabels.empty(store), cfg,
                          log=lambda rec: logger.info("%s %s", plan.name, rec))
@@ -382,7 +385,7 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
     ``out/PLAN/model`` is saved already (a resumed run, or models trained on a GPU machine),
     loads the plan's model."""
     from ..encoders import get_encoder
-    from ..featurizer import Featurizer
+    from ..featurizer import Featurizer, uses_layout
     from .corpus import corpus_encoder
 
     encoder = corpus_encoder(encoder_name)
@@ -401,8 +404,9 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
                                                                min_coverage, workers)
             model = train_plan_model(cache["store"], cache["keys"], plan, encoder, cfg_kwargs,
                                      model_dir)
-        return ArticleExtractor(model, Featurizer(get_encoder(encoder_name)), name=plan.name,
-                                device="cpu")
+        layout = uses_layout(model.config.input_blocks)
+        return ArticleExtractor(model, Featurizer(get_encoder(encoder_name), layout=layout),
+                                name=plan.name, device="cpu")
 
     return train_fold
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dom import NUM_EIGENVECTORS, PageStructure
+from ..layout import LAYOUT_DIM
 from ..store import _NODE_FIELDS, GraphStore, page_columns
 from .pairs import site_hash, site_key
 
@@ -43,6 +44,7 @@ _EMPTY = {
     "positions": np.zeros((0, NUM_EIGENVECTORS), np.float16),
     "text_idx": np.zeros(0, np.int32), "class_idx": np.zeros(0, np.int32),
     "id_idx": np.zeros(0, np.int32), "labels": np.zeros(0, np.int8),
+    "layout": np.zeros((0, LAYOUT_DIM), np.float16),
 }
 
 
