@@ -232,7 +232,7 @@ class ArticleExtractor:
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
         """The article of ``page`` from its node scores (``refine`` overrides the default);
         ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
-        from .training.roles import head_fields
+        from .head_fields import head_fields
 
         keep = content_mask(page, scores, self.threshold,
                             self.refine if refine is None else refine)

@@ -5,9 +5,9 @@ import pytest
 
 from scrapy_grownup import datasets
 from scrapy_grownup.dom import parse_page
+from scrapy_grownup.head_fields import head_fields, related_links, subtree_sizes
 from scrapy_grownup.training.roles import (
-    ROLES, head_fields, page_host, related_links, role_labels, role_scores, site_split,
-    store_roles, subtree_sizes,
+    ROLES, page_host, role_labels, role_scores, site_split, store_roles,
 )
 
 PAGE = b"""<html><head><title>Owls at night</title><base href="https://news.test/a/"></head>

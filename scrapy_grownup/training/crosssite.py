@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
 
 from .. import datasets
 from ..alignment import align_labels, perfect_filter_text
