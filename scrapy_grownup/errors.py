@@ -28,6 +28,11 @@ class ModelLoadError(GrownupError):
     """A model or encoder file is missing, corrupt, or of an incompatible version."""
 
 
+class SettingsError(GrownupError, ValueError):
+    """A ``GROWNUP_*`` setting holds a value it cannot take; the message (one line) names the
+    setting, its value and the values allowed."""
+
+
 class ModelError(GrownupError):
     """The model failed on this page (the message names the original error)."""
 

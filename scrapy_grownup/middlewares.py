@@ -3,37 +3,50 @@
 ``FeaturizeMiddleware`` (downloader) hands the body of every HTML response with status 200 to
 the worker pool as soon as it arrives, so parsing overlaps the spider callback and the rest of
 the crawl. ``ArticleSpiderMiddleware`` then decides which item carries that page's article:
-the items a callback wraps in ``with_article(item, response)``, or else, when the callback
+the items a callback passed through ``with_article(item, response)``, or else, when the callback
 yields no item for the page, a new ``ArticleItem`` (``GROWNUP_AUTO_ITEMS``).
+
+``with_article`` returns the item itself, so an item is never lost where the add-on does not
+see it: with the add-on off (``GROWNUP_ENABLED = False``, or not in ``ADDONS``) it is the
+spider's plain item, and so it is in ``scrapy parse``'s printout.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, AsyncIterator
 
 from .decoding import is_html
-from .runtime import RuntimeComponent
+from .runtime import GrownupRuntime, RuntimeComponent
 
 logger = logging.getLogger(__name__)
+# Requests whose response came through an active add-on, and its runtime: with_article tells
+# by it whether anything will fill the item.
+_RUNTIMES: "weakref.WeakKeyDictionary[Any, GrownupRuntime]" = weakref.WeakKeyDictionary()
+_warned_inactive = False
 
 
-class PendingArticle:
-    """What ``with_article`` returns: an item that should get a response's article."""
+def with_article(item: Any, response: Any) -> Any:
+    """Yield ``with_article(item, response)`` from a callback to have ``item`` filled with the
+    article of ``response``; returns ``item`` itself.
 
-    __slots__ = ("item", "response")
-
-    def __init__(self, item: Any, response: Any):
-        self.item = item
-        self.response = response
-
-
-def with_article(item: Any, response: Any) -> PendingArticle:
-    """Yield this from a callback to have ``item`` filled with the article of ``response``.
-
-    The item keeps its own fields; the pipeline adds the article fields it can hold.
+    The item keeps its own fields; the pipeline adds the article fields it can hold. Where the
+    add-on did not see ``response`` (it is off) the item passes as it is, and a warning says so
+    once.
     """
-    return PendingArticle(item, response)
+    request = getattr(response, "request", None)
+    runtime = _RUNTIMES.get(request) if request is not None else None
+    if runtime is None:
+        global _warned_inactive
+        if not _warned_inactive:
+            _warned_inactive = True
+            logger.warning("with_article(): the scrapy_grownup add-on did not see %s (it is off:"
+                           " GROWNUP_ENABLED = False, or not in ADDONS); items pass without an "
+                           "article (said once)", getattr(response, "url", response))
+        return item
+    runtime.ask(item, response)
+    return item
 
 
 def _content_type(response) -> str | None:
@@ -46,6 +59,7 @@ class FeaturizeMiddleware(RuntimeComponent):
 
     async def process_response(self, request, response):
         runtime = self.runtime
+        _RUNTIMES[request] = runtime
         body = response.body
         if not is_html(_content_type(response), body):
             runtime.inc("responses/not_html")
@@ -68,21 +82,21 @@ class ArticleSpiderMiddleware(RuntimeComponent):
         page = runtime.take_page(response.request) if response.request is not None else None
         wanted = False
         async for element in result:
-            if isinstance(element, PendingArticle):
-                element_page = page if element.response is response else \
-                    runtime.take_page(element.response.request)
+            if isinstance(element, Request):
+                yield element
+                continue
+            wanted = True  # the callback makes its own items; no automatic one
+            asked = runtime.asked_for(element)
+            if asked is not None:
+                element_page = page if asked is response else \
+                    runtime.take_page(asked.request)
                 if element_page is None:
                     logger.warning("with_article(): %s was not featurized (not an HTML page "
                                    "with status 200); the item passes without an article",
-                                   element.response.url)
+                                   asked.url)
                     runtime.inc("skipped/not_featurized")
                 else:
-                    runtime.claim(element.item, element_page, element.response.url)
-                    wanted = True
-                yield element.item
-                continue
-            if not isinstance(element, Request):
-                wanted = True  # the callback makes its own items; no automatic one
+                    runtime.claim(element, element_page, asked.url)
             yield element
         if page is None:
             return

@@ -28,7 +28,8 @@ _state: dict = {}
 
 
 def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nodes: int,
-                   threads: int) -> None:
+                   threads: int, threshold: float | None = None,
+                   refine: bool | None = None) -> None:
     """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
     _state.clear()
     background_process()
@@ -38,8 +39,10 @@ def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nod
 
         # GROWNUP_MODEL_THREADS: torch threads of each model call (set for the call; this
         # may be the crawl's own process when GROWNUP_MODEL_PROCESS is off)
+        # GROWNUP_THRESHOLD / GROWNUP_REFINE: None keeps the model's own inference options
         extractor = ArticleExtractor.from_pretrained(model, device=device, limits=limits,
-                                                     threads=threads)
+                                                     threads=threads, threshold=threshold,
+                                                     refine=refine)
         extractor.batch_nodes = batch_nodes
         # First calls import torch_geometric and build kernels: done before the crawl.
         extractor.articles([parse_page(WARMUP_PAGE, url="about:warmup", limits=limits)])
@@ -56,10 +59,19 @@ def _extractor():
 
 
 def describe() -> dict:
-    """What the crawl needs to know of the loaded model (raises its load error)."""
+    """What the crawl needs to know of the loaded model (raises its load error): ``loaded`` is
+    the shipped model's own name (``auto`` and ``default`` resolved) or the directory."""
+    from .extractor import MODELS_DIR, resolve_model_dir
+
     extractor = _extractor()
-    return {"name": extractor.name, "version": extractor.version, "device": str(extractor.device),
-            "num_genres": extractor.model.config.num_genres}
+    try:
+        directory = resolve_model_dir(extractor.name)
+        loaded = directory.name if directory.parent == MODELS_DIR else str(directory)
+    except GrownupError:  # pragma: no cover - it loaded from there
+        loaded = extractor.name
+    return {"name": extractor.name, "loaded": loaded, "version": extractor.version,
+            "device": str(extractor.device), "threshold": extractor.threshold,
+            "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres}
 
 
 def score_articles(pages: Sequence[PageStructure]) -> tuple[list[Article | GrownupError], int]:

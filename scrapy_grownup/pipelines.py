@@ -1,6 +1,6 @@
 """``ArticlePipeline``: waits for an item's page, runs it through the model, fills the item.
 
-Items without a pending page (the spider's own, not wrapped in ``with_article``) pass
+Items without a pending page (the spider's own, not passed to ``with_article``) pass
 untouched. Every page that cannot become an article is a ``DropItem`` with its reason, counted
 under ``grownup/dropped/<reason>``.
 """

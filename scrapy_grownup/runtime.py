@@ -53,6 +53,8 @@ class GrownupRuntime:
         self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
             weakref.WeakKeyDictionary()
         self.claims: dict[int, Claim] = {}
+        # items a callback passed to ``with_article``, until the spider middleware sees them
+        self.asked: dict[int, tuple[object, object]] = {}
         self.model: ProcessPool | None = None
         self.model_info: dict = {}
         self.batcher = None
@@ -94,7 +96,7 @@ class GrownupRuntime:
         self.model = ProcessPool(1 if s.model_process else 0, "model",
                                  initializer=load_extractor,
                                  initargs=(s.model, s.device, s.limits, s.batch_nodes,
-                                           s.model_threads))
+                                           s.model_threads, s.threshold, s.refine))
         self.model_info = await self.model.call(describe, what=f"loading {s.model!r}")
         if s.page_types and not self.model_info["num_genres"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
@@ -108,8 +110,13 @@ class GrownupRuntime:
                                       max_wait_ms=s.batch_wait_ms, max_queue=s.queue_size,
                                       more_coming=self.more_coming)
         await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
-        logger.info("scrapy_grownup: model %r on %s ready in %.1f s", s.model,
-                    self.model_info["device"], time.perf_counter() - start)
+        info = self.model_info
+        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s, refine %s, "
+                    "%s: ready in %.1f s", info["loaded"], info["version"] or "unknown",
+                    "" if info["loaded"] == s.model else f"; GROWNUP_MODEL = {s.model!r}",
+                    info["device"], info["threshold"], "on" if info["refine"] else "off",
+                    "in a model process" if s.model_process else "on a thread of the crawl",
+                    time.perf_counter() - start)
 
     # -- pages ----------------------------------------------------------------------------------
     async def start_page(self, request, body: bytes, url: str, content_type: str | None) -> None:
@@ -123,6 +130,15 @@ class GrownupRuntime:
 
     def take_page(self, request) -> "asyncio.Task[ParsedPage] | None":
         return self.pages.pop(request, None)
+
+    def ask(self, item, response) -> None:
+        """``with_article(item, response)``: ``item`` should get ``response``'s article."""
+        self.asked[id(item)] = (item, response)
+
+    def asked_for(self, item):
+        """The response ``item`` was passed to ``with_article`` with (once), else None."""
+        entry = self.asked.pop(id(item), None)
+        return entry[1] if entry is not None and entry[0] is item else None
 
     def claim(self, item, page: "asyncio.Task[ParsedPage]", url: str) -> None:
         self.claims[id(item)] = Claim(item, page, url, time.perf_counter())
@@ -148,6 +164,7 @@ class GrownupRuntime:
             logger.info("%d items with a pending article never reached the pipeline",
                         len(self.claims))
             self.claims.clear()
+        self.asked.clear()  # with_article items no callback yielded (or scrapy parse's)
 
     def record_batch_stats(self) -> None:
         stats = self.batcher.stats

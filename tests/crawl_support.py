@@ -44,7 +44,12 @@ def write_test_site(root: Path, stories: int = NUM_STORIES) -> dict[str, list[st
         b"<p>This page never closes its tags <b>and nests <i>them badly</b></i><table><tr>"
         b"<td>cells without rows<p>Still, a reader can follow the text of this story, which "
         b"goes on for a while to look like an article.</div></span></p>\xff\xfe stray bytes")
-    kinds["bad_html"] += ["empty.html", "png-named.html", "big.html", "broken.html"]
+    # served as text/html, bytes that are not HTML: plain text, JSON, random bytes
+    (root / "plain-text.html").write_bytes(b"Just a few words of plain text, no tag at all.\n")
+    (root / "json-named.html").write_bytes(b'{"title": "x", "body": "<p>HTML in JSON</p>"}')
+    (root / "noise.html").write_bytes(bytes(range(256)) * 16)
+    kinds["bad_html"] += ["empty.html", "png-named.html", "big.html", "broken.html",
+                          "plain-text.html", "json-named.html", "noise.html"]
     kinds["not_html"].append("image.png")
     kinds["missing"].append("missing.html")
     links = "".join(f'<li><a href="/{name}">{name}</a></li>'

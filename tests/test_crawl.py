@@ -47,7 +47,8 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
     urls = [item["url"] for item in items]
     assert len(urls) == len(set(urls))
     # bad input: counted drops and skips, never a crash
-    assert dropped["not_html"] == 1  # PNG bytes served as text/html
+    # PNG bytes, plain text, JSON and random bytes served as text/html
+    assert dropped["not_html"] == 4
     assert dropped["empty_page"] == 1
     assert stats["grownup/responses/not_html"] == 1  # the real image/png passes untouched
     assert stats["grownup/skipped/http_404"] == stats["downloader/response_status_count/404"] >= 1

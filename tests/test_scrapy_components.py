@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -17,10 +18,10 @@ from scrapy_grownup.addon import PRIORITIES, Addon
 from scrapy_grownup.article import Article
 from scrapy_grownup.batcher import ArticleBatcher
 from scrapy_grownup.decoding import is_html
-from scrapy_grownup.errors import ModelError, NotHTMLError
+from scrapy_grownup.errors import ModelError, NotHTMLError, SettingsError
 from scrapy_grownup.items import ArticleItem, article_fields, article_values, fill_item
 from scrapy_grownup.model_process import run_split_on_oom
-from scrapy_grownup.settings import DEFAULTS, GrownupSettings
+from scrapy_grownup.settings import CHECKS, DEFAULTS, GrownupSettings
 from scrapy_grownup.workers import FeaturizerPool, WorkerCrashedError
 from tests.crawl_support import crashing_parse
 
@@ -64,6 +65,118 @@ def test_settings_are_validated():
         GrownupSettings.from_settings(Settings({"GROWNUP_OUTPUT_FORMAT": "html"}))
     with pytest.raises(ValueError, match="GROWNUP_BATCH_PAGES"):
         GrownupSettings.from_settings(Settings({"GROWNUP_BATCH_PAGES": 0}))
+
+
+# Per setting, values it may not hold (a crawl per setting: tests/test_settings_crawl.py).
+INVALID = {
+    "GROWNUP_ENABLED": ["perhaps", 2],
+    "GROWNUP_MODEL": ["fats", "", "/"],
+    "GROWNUP_DEVICE": ["gpu", "cuda:x"],
+    "GROWNUP_THRESHOLD": ["high", 0, 1.5, -0.1, True],
+    "GROWNUP_REFINE": ["maybe", 3],
+    "GROWNUP_BATCH_PAGES": [0, "many", 2.5],
+    "GROWNUP_BATCH_NODES": [0, "lots"],
+    "GROWNUP_BATCH_WAIT_MS": ["soon", -1],
+    "GROWNUP_QUEUE_SIZE": [0, "1.5"],
+    "GROWNUP_MODEL_PROCESS": ["sometimes"],
+    "GROWNUP_MODEL_THREADS": [0, "2.5", "two"],
+    "GROWNUP_WORKERS": ["two", -1, 1.5, "several"],
+    "GROWNUP_MAX_PENDING_PAGES": [0, "x"],
+    "GROWNUP_MAX_PAGE_BYTES": [0, "5MB"],
+    "GROWNUP_MAX_PAGE_NODES": [0, -5],
+    "GROWNUP_MAX_PAGE_DEPTH": [0, "deep"],
+    "GROWNUP_PAGE_TYPES": ["articles", ["article", "blog"], 3],
+    "GROWNUP_MIN_TEXT_LENGTH": [-1, "short"],
+    "GROWNUP_AUTO_ITEMS": ["always"],
+    "GROWNUP_OUTPUT_FORMAT": ["html", "Markdown", "json"],
+}
+
+
+@pytest.mark.parametrize("name,value", [(n, v) for n, vs in INVALID.items() for v in vs])
+def test_every_bad_value_is_one_line_naming_the_setting_and_the_allowed_values(name, value):
+    with pytest.raises(SettingsError) as info:
+        GrownupSettings.from_settings(Settings({name: value}))
+    message = str(info.value)
+    assert message.startswith(f"{name} = {value!r}: ") and "; allowed: " in message
+    assert "\n" not in message
+
+
+def test_every_setting_has_a_check_and_bad_values_in_the_tests():
+    assert set(CHECKS) == set(DEFAULTS) == set(INVALID)
+
+
+def test_good_values_parse():
+    parsed = GrownupSettings.from_settings(Settings({
+        "GROWNUP_THRESHOLD": "0.3", "GROWNUP_REFINE": "true", "GROWNUP_WORKERS": "0",
+        "GROWNUP_MODEL": "default", "GROWNUP_DEVICE": "CUDA:1", "GROWNUP_ENABLED": "1",
+        "GROWNUP_BATCH_PAGES": "8", "GROWNUP_PAGE_TYPES": ["article"],
+        "GROWNUP_MODEL_THREADS": 2.0}))
+    assert (parsed.threshold, parsed.refine, parsed.workers, parsed.device) == (0.3, True, 0,
+                                                                              "cuda:1")
+    assert parsed.batch_pages == 8 and parsed.model_threads == 2
+    defaults = GrownupSettings.from_settings(Settings())
+    assert defaults.threshold is None and defaults.refine is None  # the model's own
+    assert GrownupSettings.from_settings(Settings({"GROWNUP_MODEL": str(
+        Path(__file__).resolve().parents[1] / "scrapy_grownup/assets/models/fast")})).model
+
+
+def test_page_types_need_a_model_with_a_page_type_head(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"config": {"num_genres": 0}}))
+    with pytest.raises(SettingsError, match="has no page-type head"):
+        GrownupSettings.from_settings(Settings({"GROWNUP_MODEL": str(model),
+                                                "GROWNUP_PAGE_TYPES": ["article"]}))
+
+
+def test_addon_stops_a_bad_crawl_with_the_settings_error(caplog):
+    with pytest.raises(SettingsError, match="GROWNUP_PAGE_TYPES = 'articles'") as info:
+        Addon().update_settings(Settings({"GROWNUP_PAGE_TYPES": "articles"}))
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [str(info.value)] and "unknown page type 'articles'" in errors[0]
+
+    async def in_a_task():  # what scrapy crawl runs it in: SystemExit(1), nothing to print
+        Addon().update_settings(Settings({"GROWNUP_WORKERS": "two"}))
+
+    with pytest.raises(SystemExit) as info:
+        asyncio.run(in_a_task())
+    assert info.value.code == 1
+
+
+def test_a_disabled_addon_ignores_its_other_settings():
+    with pytest.raises(NotConfigured):
+        Addon().update_settings(Settings({"GROWNUP_ENABLED": "False", "GROWNUP_MODEL": "x"}))
+    with pytest.raises(SettingsError, match="GROWNUP_ENABLED"):
+        Addon().update_settings(Settings({"GROWNUP_ENABLED": "nope"}))
+
+
+def test_unknown_grownup_names_are_a_warning_with_the_nearest_name(caplog):
+    Addon().update_settings(Settings({"GROWNUP_WORKER": 2, "GROWNUP_WARC_ITEMS": True}))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["GROWNUP_WORKER (did you mean GROWNUP_WORKERS?) is not a "
+                        "scrapy_grownup setting; it is ignored"]
+
+
+def test_example_project_settings_are_the_defaults():
+    from example_project.news import settings as example
+
+    values = {name: getattr(example, name) for name in dir(example)
+              if name.startswith("GROWNUP_")}
+    assert values and all(values[name] == DEFAULTS[name] for name in values), values
+
+
+def test_with_article_returns_the_item_and_warns_once_where_the_addon_is_off(caplog):
+    from scrapy.http import HtmlResponse, Request
+
+    from scrapy_grownup import middlewares
+
+    middlewares._warned_inactive = False
+    items = [{"n": i} for i in range(3)]
+    for item in items:
+        response = HtmlResponse("http://x.test/", body=b"<p>x</p>",
+                                request=Request("http://x.test/"))
+        assert middlewares.with_article(item, response) is item
+    assert caplog.text.count("with_article(): the scrapy_grownup add-on did not see") == 1
 
 
 def test_readme_documents_every_setting_with_its_default():

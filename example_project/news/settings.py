@@ -1,7 +1,7 @@
 """Settings of the example news crawl: Scrapy's defaults plus the scrapy_grownup add-on.
 
 The one line that matters is ``ADDONS``; the ``GROWNUP_*`` lines show the most used settings
-at their defaults (the README lists them all).
+at their defaults (the README lists them all; a test checks these are the defaults).
 """
 
 BOT_NAME = "news"
@@ -17,8 +17,11 @@ else:
 
 ADDONS = {"scrapy_grownup.Addon": 500}
 
-GROWNUP_MODEL = "default"          # a shipped model name, or a directory of your own
-GROWNUP_WORKERS = "auto"           # featurization processes: one per core but one
+GROWNUP_MODEL = "auto"             # "default" on a GPU, "fast" on a CPU; or "fast", "minilm",
+                                   # "default" (the most accurate), a directory of your own
+GROWNUP_WORKERS = "auto"           # featurization processes: one per core but one (at least 1)
+GROWNUP_THRESHOLD = None           # content cut-off: None is the model's own (0.5); lower
+                                   # for recall, higher for precision
 GROWNUP_MIN_TEXT_LENGTH = 1        # drop pages whose article is empty
 GROWNUP_OUTPUT_FORMAT = "text"     # or "markdown"
 
