@@ -212,3 +212,29 @@ def test_every_fixture_into_a_corpus(tmp_path):
         assert skipped.get(reason, 0) >= 1, reason
     assert manifest["files"]["damaged"] >= 2
     assert manifest["records"] >= 500
+
+
+def test_an_unexpected_error_in_one_archive_is_one_failed_file(tmp_path, monkeypatch):
+    """Whatever one archive raises (here a reader bug), it is that archive's counted failure
+    (no marker: a rerun tries it again) and the archives after it are read."""
+    from example_project.news_site import article_page
+
+    from scrapy_grownup.warc import writer as writer_module
+
+    records = [(f"http://news.example/s{i}.html", article_page(i)[0].encode(), "text/html")
+               for i in range(4)]
+    first = write_warc(tmp_path / "in" / "a.warc.gz", records[:2])
+    write_warc(tmp_path / "in" / "b.warc.gz", records[2:])
+
+    class Reader(writer_module.RecordReader):
+        def __iter__(self):
+            if self.source.location == str(first.resolve()):
+                raise RuntimeError("a bug in reading")
+            return super().__iter__()
+
+    monkeypatch.setattr(writer_module, "RecordReader", Reader)
+    writer, items = run(tmp_path / "out", [str(tmp_path / "in")])
+    assert len(items) == 2
+    assert writer.totals["files_failed"] == 1 and writer.totals["files"] == 1
+    assert [p.name.startswith("a-") for p in (tmp_path / "out" / "files").glob("*.failed.json")
+            ] == [True]

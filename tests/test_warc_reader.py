@@ -246,3 +246,53 @@ def test_content_encoded_bodies_are_decoded(tmp_path, pages):
             http_headers=http))
     counts, _, found = read(path)
     assert counts["PAGE"] == 1 and found[0].body == html
+
+
+# -- hostile archives and paths (issue 15) -------------------------------------------------------
+def _response_record(url: str, body: bytes, length: bytes | None = None) -> bytes:
+    payload = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+    declared = length if length is not None else str(len(payload)).encode()
+    return (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + url.encode() +
+            b"\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: " +
+            declared + b"\r\n\r\n" + payload + b"\r\n\r\n")
+
+
+PAGE = b"<html><body><p>A page of a story, long enough to read.</p></body></html>"
+
+
+@pytest.mark.parametrize("length", [b"-5", b"junk", b"-100000"])
+def test_whole_file_gzip_with_a_junk_content_length_is_damage(tmp_path, length):
+    # warcio gives a negative offset for such a record; seeking to it raised OSError (Errno 22)
+    # out of the reader, which ended the whole WARC run after this file.
+    path = tmp_path / "junk.warc.gz"
+    path.write_bytes(gzip.compress(_response_record("http://a.example/1", PAGE, length) +
+                                   _response_record("http://a.example/2", PAGE)))
+    counts, reader, _ = read(path)  # must not raise
+    assert counts["corrupt"] == 1 and reader.errors and reader.failed is None
+
+
+def test_only_regular_files_are_read_once(tmp_path):
+    import os
+    import threading
+
+    good = write_warc(tmp_path / "d" / "good.warc.gz", [("http://a.example/1", PAGE,
+                                                         "text/html")])
+    (tmp_path / "d" / "link.warc.gz").symlink_to(good)
+    (tmp_path / "elsewhere.warc.gz").symlink_to(good)
+    fifo = tmp_path / "d" / "pipe.warc"
+    os.mkfifo(fifo)
+    # The FIFO is passed over and the linked archive is the same archive: one source.
+    sources, missing = expand([str(tmp_path / "d"), str(tmp_path / "elsewhere.warc.gz"),
+                               str(tmp_path / "d" / "*.warc*")])
+    assert [s.location for s in sources] == [str(good.resolve())] and not missing
+    assert source_for(str(tmp_path / "elsewhere.warc.gz")).key == sources[0].key
+    assert expand([str(fifo)]) == ([], [str(fifo)])
+    # Opening a FIFO directly fails at once instead of waiting for a writer forever.
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(read(Source(str(fifo)))),
+                              daemon=True)
+    thread.start()
+    thread.join(10)
+    assert result, "opening a FIFO blocked"
+    counts, reader, _ = result[0]
+    assert counts == Counter({"file_unreadable": 1}) and "regular file" in reader.failed

@@ -276,3 +276,44 @@ def test_settings_and_their_readme_rows():
                 {"GROWNUP_WORKERS": -1}):
         with pytest.raises(ValueError):
             WarcSettings.from_settings(bad)
+
+
+def _story_pages(count: int) -> list[tuple[str, bytes, str]]:
+    from example_project.news_site import article_page
+
+    return [(f"http://news.example/2024/story-{i}.html",
+             article_page(i, variant=i % 3)[0].encode("utf-8"), "text/html")
+            for i in range(count)]
+
+
+def test_a_damaged_archive_is_one_skip_and_the_next_ones_are_read(tmp_path):
+    """A whole-file-gzip WARC whose first response has a negative Content-Length stopped the
+    run (OSError from a seek to warcio's negative offset; finish_reason start_error, exit 0,
+    every later archive unread). Now: one damaged archive, the others read; a symbolic link to
+    an archive is that archive, and a FIFO named like one is passed over."""
+    import gzip as gz
+    import os
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    payload = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html><p>Lost page</p></html>"
+    record = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://bad.example/1\r\n"
+              b"Content-Type: application/http; msgtype=response\r\nContent-Length: -5\r\n\r\n"
+              + payload + b"\r\n\r\n")
+    bad = inputs / "a-bad.warc.gz"
+    bad.write_bytes(gz.compress(record * 3))
+    good = write_warc(inputs / "b-good.warc.gz", _story_pages(6))
+    (inputs / "c-link.warc.gz").symlink_to(good)
+    os.mkfifo(inputs / "d-pipe.warc")
+    later = write_warc(tmp_path / "later.warc", _story_pages(9)[6:], gzip=False)
+    out = tmp_path / "corpus"
+    result = scrapy_crawl_warc(tmp_path, "-a", f"paths={bad},{inputs},{later}",
+                               "-a", f"output={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "start_error" not in result.stderr and "Traceback" not in result.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pages"] == 9  # 6 from the good archive (once), 3 from the last one
+    assert "'grownup/warc/files': 3" in result.stderr
+    assert "'grownup/warc/files_damaged': 1" in result.stderr
+    assert manifest["skipped"].get("corrupt") == 1
+    assert len(list((out / "files").glob("*.json"))) == 3

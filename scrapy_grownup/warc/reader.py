@@ -130,6 +130,13 @@ class RecordReader:
             return
         try:
             yield from self._iterate(raw)
+        except Exception as exc:  # noqa: BLE001 - the last guard: one archive, one skip
+            # Whatever bad data does to warcio, gzip or a seek, the rest of this archive is
+            # given up and counted as damage; the next archive is still read.
+            message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self.errors.append(f"corrupt, reading stopped: {message}")
+            logger.warning("%s: reading stopped (%s)", self.source.location, message)
+            yield Skip("corrupt", None, message)
         finally:
             try:
                 raw.close()
@@ -179,6 +186,10 @@ class RecordReader:
                 continue
             except Exception as exc:  # noqa: BLE001 - warcio, zlib, gzip and OSError all occur
                 error_offset = None if gzipped_whole else getattr(iterator, "offset", offset)
+                if error_offset is not None and error_offset < 0:
+                    # warcio's offset goes negative when a record of a whole-file gzip has a
+                    # junk or negative Content-Length: it is not a position in the file.
+                    error_offset = None
                 message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 if isinstance(exc, OSError) and self.source.is_url and not _is_data_error(exc):
                     # The network failed, not the data: nothing is marked as read.
@@ -307,7 +318,7 @@ def _find_sync_point(raw: BinaryIO, position: int) -> int | None:
     raw.seek(0)
     gzipped = raw.read(3) == _GZIP_MAGIC
     magic = _GZIP_MAGIC if gzipped else _WARC_MAGIC
-    pos = position
+    pos = max(0, position)
     while True:
         raw.seek(pos)
         block = raw.read(_SCAN_BLOCK + len(magic))

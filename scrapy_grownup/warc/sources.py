@@ -2,15 +2,19 @@
 
 A ``Source`` is one archive file. Its ``key`` names everything the corpus writes for it (shards,
 the per-file marker), so it must be the same on every machine and on every rerun: it is derived
-from the absolute path (or the URL), never from the order or the time the file was read.
+from the resolved path (symbolic links followed, so a file reached through a link is the same
+archive) or the URL, never from the order or the time the file was read. Only regular files are
+read: a FIFO, socket or device named like an archive is passed over.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -54,7 +58,7 @@ class Source:
             request = urllib.request.Request(self.location,
                                              headers={"User-Agent": "scrapy-grownup-warc"})
             return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s) only
-        return open(self.location, "rb", buffering=1 << 20)
+        return open_regular_file(self.location)
 
     def size(self) -> int | None:
         if self.is_url:
@@ -63,6 +67,39 @@ class Source:
             return os.path.getsize(self.location)
         except OSError:
             return None
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file; ``OSError`` otherwise.
+
+    Opened without blocking and checked on the open descriptor: a FIFO (or a device) named
+    ``*.warc`` would block ``open()`` forever, waiting for a writer.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file, or a link to one (not a FIFO, socket or device)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _local(path: Path) -> Source:
+    """Local archives are keyed by their resolved path: the same file reached through a
+    symbolic link (or ``..``) is one archive, read once."""
+    return Source(str(path.expanduser().resolve()))
 
 
 def is_archive_name(name: str) -> bool:
@@ -78,7 +115,7 @@ def source_for(spec: str) -> Source:
         from urllib.parse import unquote, urlsplit
 
         spec = unquote(urlsplit(spec).path)
-    return Source(str(Path(spec).expanduser().absolute()))
+    return _local(Path(spec))
 
 
 def split_specs(value: str | Iterable[str] | None) -> list[str]:
@@ -128,20 +165,21 @@ def _expand_one(spec: str) -> Iterator[Source]:
     if _GLOB_CHARS.search(spec) and not path.exists():
         for match in sorted(glob.glob(str(path), recursive=True)):
             p = Path(match)
-            if p.is_file() and is_archive_name(p.name):
-                yield Source(str(p.absolute()))
+            if is_archive_name(p.name) and _is_regular(p):
+                yield _local(p)
             elif p.is_dir():
                 yield from _walk(p)
         return
     if path.is_dir():
         yield from _walk(path)
-    elif path.is_file():
-        yield Source(str(path.absolute()))
+    elif _is_regular(path):
+        yield _local(path)
 
 
 def _walk(directory: Path) -> Iterator[Source]:
     for root, dirs, files in os.walk(directory):
         dirs.sort()
         for name in sorted(files):
-            if is_archive_name(name):
-                yield Source(str((Path(root) / name).absolute()))
+            path = Path(root) / name
+            if is_archive_name(name) and _is_regular(path):
+                yield _local(path)

@@ -183,12 +183,20 @@ class CorpusWriter:
                 await self._flush(state)
             if state.flushing is not None:
                 await state.flushing
-        except BaseException:
+        except BaseException as exc:
             for entry in pending:
                 entry.task.cancel()
             if state.flushing is not None and not state.flushing.done():
                 await asyncio.shield(state.flushing)  # a started shard is finished, not torn
-            raise
+            if not isinstance(exc, Exception):
+                raise  # cancelled, interrupted, closed: not this archive's fault
+            # A failure no archive should cause: this archive is one counted failure (no
+            # marker, so a rerun tries it again) and the next archive is still read.
+            logger.exception("%s: reading failed", source.location)
+            reader.failed = reader.failed or \
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self._finish(state, reader, time.perf_counter() - start)
+            return
         self.inc("records", reader.records)
         self._finish(state, reader, time.perf_counter() - start)
 
