@@ -73,10 +73,15 @@ _MARKUP = re.compile(
 _MARKUP_TEXT = re.compile(_MARKUP.pattern.decode("ascii"), re.I)
 
 
-def sniff_binary(body: bytes) -> None:
-    """Raise ``NotHTMLError`` for bytes that are not an HTML document: a binary format (magic
+def sniff_binary(body: bytes | str, content_type: str | bytes | None = None) -> None:
+    """Raise ``NotHTMLError`` for a body that is not an HTML document: a binary format (magic
     number, NUL or other control bytes: random bytes), JSON, or text without a single tag
-    (plain text). A fragment such as ``<p>Hello</p>`` is HTML."""
+    (plain text). A fragment such as ``<p>Hello</p>`` is HTML. A ``str`` body is judged on its
+    characters (JSON, no tag); bytes that a BOM or the header's charset (``content_type``)
+    declare UTF-16/32 are judged on the text they decode to, not on their NUL bytes."""
+    if isinstance(body, str):
+        _sniff_text(body, _MARKUP_TEXT)
+        return
     head = body[:1024]
     if head.startswith(_BINARY_MAGIC):
         raise NotHTMLError(f"binary content (starts with {head[:8]!r})")
@@ -84,6 +89,13 @@ def sniff_binary(body: bytes) -> None:
         if body.startswith(bom):  # UTF-16/32 text: judged on its characters
             _sniff_text(body[len(bom):].decode(name, errors="replace"), _MARKUP_TEXT)
             return
+    wide = _header_charset(content_type)
+    if wide and wide.startswith(("utf-16", "utf-32")) and _decodes(body, wide):
+        try:  # UTF-16 without a BOM, declared in the header: HTML if its text is
+            _sniff_text(body.decode(wide), _MARKUP_TEXT)
+            return
+        except NotHTMLError:
+            pass  # the declaration may lie (UTF-8 bytes): judged on the bytes below
     if head.count(b"\x00") > len(head) // 8 and len(head) >= 32:
         raise NotHTMLError("binary content (NUL bytes in the first kilobyte)")
     sample = body[:4096]
@@ -143,14 +155,19 @@ def _decodes(body: bytes, encoding: str) -> bool:
     return True
 
 
+def _header_charset(content_type: str | bytes | None) -> str | None:
+    """The codec named by a Content-Type header's ``charset=``, or None."""
+    if not content_type:
+        return None
+    if isinstance(content_type, str):
+        content_type = content_type.encode("latin-1", "ignore")
+    match = _HEADER_CHARSET.search(content_type)
+    return resolve_encoding(match.group(1)) if match else None
+
+
 def candidate_encodings(body: bytes, content_type: str | bytes | None = None) -> list[str]:
     """Declared encodings in the order they are trusted (duplicates removed)."""
-    found: list[str | None] = []
-    if content_type:
-        if isinstance(content_type, str):
-            content_type = content_type.encode("latin-1", "ignore")
-        match = _HEADER_CHARSET.search(content_type)
-        found.append(resolve_encoding(match.group(1)) if match else None)
+    found: list[str | None] = [_header_charset(content_type)]
     for bom, name in _BOMS:
         if body.startswith(bom):
             found.append(name)

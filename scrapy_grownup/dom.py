@@ -256,6 +256,9 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     truncated: list[str] = []
     if isinstance(body, str):
         text, encoding = body, "unicode"
+        if not text.strip():
+            raise EmptyPageError("empty body")
+        sniff_binary(text)
         if len(text) > limits.max_bytes:
             text, truncated = text[: limits.max_bytes], ["bytes"]
         data = text.encode("utf-8", errors="replace")
@@ -263,7 +266,7 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
         body = bytes(body)
         if not body.strip():
             raise EmptyPageError("empty body")
-        sniff_binary(body)
+        sniff_binary(body, content_type)
         if len(body) > limits.max_bytes:
             body, truncated = body[: limits.max_bytes], ["bytes"]
         text, encoding = decode_html(body, content_type)

@@ -89,3 +89,26 @@ def test_looks_like_html():
     assert looks_like_html(b"  <!DOCTYPE html><html>")
     assert looks_like_html(b"<div>fragment</div>")
     assert not looks_like_html(b'{"json": true}')
+
+
+def test_utf16_declared_in_the_header_without_a_bom_is_html():
+    """UTF-16 bytes without a BOM but with ``charset=utf-16le`` in the header were rejected as
+    binary (their NUL bytes) before the charset was read."""
+    body = "<html><body><p>Wide text, no byte-order mark.</p></body></html>".encode("utf-16-le")
+    with pytest.raises(NotHTMLError):
+        sniff_binary(body)  # undeclared, it is indistinguishable from binary data
+    sniff_binary(body, "text/html; charset=utf-16le")
+    sniff_binary(body.decode("utf-16-le").encode("utf-16-be"), b"text/html; charset=UTF-16BE")
+    # Declared wide, but plain text or JSON: still not HTML.
+    for text in ("plain words only", '{"a": "<p>"}'):
+        with pytest.raises(NotHTMLError):
+            sniff_binary(text.encode("utf-16-le"), "text/html; charset=utf-16le")
+    # A lying header over UTF-8 markup is judged on the bytes, as before.
+    sniff_binary(b"<p>Hello</p>", "text/html; charset=utf-16")
+
+
+@pytest.mark.parametrize("text", ["Hello", "plain text; a < b > c", '{"a": "<p>"}', "[1, 2]"])
+def test_str_bodies_are_sniffed_like_bytes(text):
+    with pytest.raises(NotHTMLError):
+        sniff_binary(text)
+    sniff_binary("<p>" + text + "</p>")

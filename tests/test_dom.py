@@ -163,3 +163,19 @@ def test_caps_truncate_and_flag():
     p = page(f"<html><body>{many}</body></html>", limits=PageLimits(max_bytes=200))
     assert p.truncated == ["bytes"] and p.num_nodes < 40
     assert not page("<html><body><p>x</p></body></html>").truncated
+
+
+def test_declared_utf16_without_bom_and_plain_str_bodies():
+    from scrapy_grownup.errors import NotHTMLError
+
+    html = "<html><head><title>Wide</title></head><body><p>Wide story text.</p></body></html>"
+    p = parse_page(html.encode("utf-16-le"), content_type="text/html; charset=utf-16le",
+                   positions=False)
+    assert p.encoding == "utf-16-le" and p.title == "Wide" and "Wide story text." in p.seg_text
+    # A str body goes through the same not-HTML check as bytes (it used to be parsed as text).
+    for text in ("Just a few words of plain text, no tag at all.", '{"title": "x"}'):
+        with pytest.raises(NotHTMLError):
+            parse_page(text, positions=False)
+        with pytest.raises(NotHTMLError):
+            parse_page(text.encode("utf-8"), positions=False)
+    assert parse_page("<p>Hello</p>", positions=False).seg_text == ["Hello"]

@@ -238,3 +238,19 @@ def test_an_unexpected_error_in_one_archive_is_one_failed_file(tmp_path, monkeyp
     assert writer.totals["files_failed"] == 1 and writer.totals["files"] == 1
     assert [p.name.startswith("a-") for p in (tmp_path / "out" / "files").glob("*.failed.json")
             ] == [True]
+
+
+def test_utf16_pages_declared_in_the_http_header_reach_the_corpus(tmp_path):
+    """A UTF-16LE page without a BOM, ``charset=utf-16le`` in its HTTP header, was skipped as
+    ``not_html_body`` (sniffed as binary before its charset was read)."""
+    from example_project.news_site import article_page
+
+    html = article_page(1)[0]
+    write_warc(tmp_path / "in" / "wide.warc.gz", [
+        ("http://news.example/wide.html", html.encode("utf-16-le"),
+         "text/html; charset=utf-16le"),
+        ("http://news.example/narrow.html", html.encode("utf-8"), "text/html")])
+    writer, items = run(tmp_path / "out", [str(tmp_path / "in")])
+    assert sorted(item["url"] for item in items) == ["http://news.example/narrow.html",
+                                                     "http://news.example/wide.html"]
+    assert not writer.totals["skipped/not_html_body"]
