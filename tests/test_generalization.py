@@ -288,3 +288,37 @@ def test_old_models_keep_their_inputs_and_new_ones_read_layout():
     assert feature_blocks(256)[-1] == ("x_layout", LAYOUT_DIM) and uses_layout(feature_blocks(8))
     assert not uses_layout(feature_blocks(256, layout=False))
     assert len(feature_blocks(256, layout=False)) == len(feature_blocks(256)) - 1
+
+
+# ------------------------------------------------------------------------------------------
+# The cross-site protocol end to end (small: 2 folds over 40 forum pages, 1 epoch)
+
+
+@pytest.mark.slow
+def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
+    if not _available("magic_html_forum"):
+        pytest.skip("dataset magic_html_forum not available")
+    from scrapy_grownup.cli import main
+
+    monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
+
+    out = tmp_path / "cv"
+    argv = ["evaluate", "--protocol", "site-cv", "--eval-datasets", "magic_html_forum",
+            "--train-datasets", "", "--folds", "2", "--epochs", "1", "--limit", "40",
+            "--out", str(out), "--json", str(tmp_path / "rows.jsonl")]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "all:all" in table and "trafilatura" in table and "grownup" in table
+    import json
+
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    overall = {r["method"]: r for r in rows if r["slice"] == "all"}
+    assert {"grownup", "grownup -blocks", "grownup +drop-hidden", "perfect filter"} <= set(overall)
+    assert all(r["pages"] == 40 for r in overall.values())
+    assert overall["perfect filter"]["bow_f1"] > 0.8
+    for fold in ("fold0", "fold1"):
+        assert (out / "site-cv" / fold / "model" / "config.json").is_file()
+    # a re-run resumes from the saved per-page scores: nothing is trained again
+    mtime = (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime
+    assert main(argv) == 0
+    assert (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime == mtime

@@ -76,17 +76,24 @@ def prepare_pages(records, limits: PageLimits | None = None, workers: int = 2):
         return list(pool.map(prepare_page, jobs, chunksize=8))
 
 
+def store_key(encoder, limits: PageLimits, min_coverage: float) -> str:
+    """What a cached store's contents depend on, for its file name: the encoder and its weights,
+    the feature and parse versions, the page caps and the alignment coverage cut."""
+    from ..dom import PARSE_VERSION
+    from ..featurizer import FEATURE_VERSION
+
+    return (f"{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}"
+            f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
+
+
 def labelled_store(dataset: str, split: str, encoder, min_coverage: float = DEFAULT_MIN_COVERAGE,
                    limits: PageLimits | None = None, workers: int = 2,
                    refresh: bool = False) -> GraphStore:
     """The labelled ``GraphStore`` of one dataset split, built once and cached on disk."""
     from .. import datasets
-    from ..dom import PARSE_VERSION
-    from ..featurizer import FEATURE_VERSION
 
     limits = limits or PageLimits()
-    key = (f"{dataset}-{split}-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}"
-           f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
+    key = f"{dataset}-{split}-" + store_key(encoder, limits, min_coverage)
     path = cache_root() / f"{key}.safetensors"
     if path.exists() and not refresh:
         return GraphStore.load(path)

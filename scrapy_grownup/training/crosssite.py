@@ -42,14 +42,15 @@ LEAVE_OUT = {"fundus": ("fundus", "fundus_history"),
              "magic_html": ("magic_html_article", "magic_html_forum")}
 
 
-def load_records(names: Sequence[str], split_of: dict[str, str] | None = None) -> list:
+def load_records(names: Sequence[str], split_of: dict[str, str] | None = None,
+                 limit: int | None = None) -> list:
     """Records of ``names`` (each set's training split for the old sets, ``all`` for the modern
     ones). The page-type set's pages that ``wcxb_dev`` also holds are left out when both are
     asked for: ``wcxb_dev``'s reviewed gold wins."""
     split_of = {"dragnet": "train", "cleaneval": "train", **(split_of or {})}
     records = []
     for name in names:
-        records.extend(datasets.load(name, split=split_of.get(name)))
+        records.extend(datasets.load(name, split=split_of.get(name), limit=limit))
     if "pagetype" in names and "wcxb_dev" in names:
         wcxb_urls = {r.url for r in records if r.dataset == "wcxb_dev"}
         records = [r for r in records if r.dataset != "pagetype" or r.url not in wcxb_urls]
@@ -74,6 +75,8 @@ def baseline_text(method: str, record) -> str:
         if method == "readability":
             from lxml import html as lxml_html
             from readability import Document
+
+            logging.getLogger("readability").setLevel(logging.CRITICAL)  # logs every failure
 
             summary = Document(record.html).summary(html_partial=True)
             return "\n".join(" ".join(t.split()) for t in
@@ -235,9 +238,22 @@ def score_methods(records, texts_by_method: dict[str, list[str]]) -> list[PageSc
             for r, text in zip(records, texts)]
 
 
+def available_baselines(baselines: Sequence[str] = BASELINES) -> list[str]:
+    """The baselines that are installed (``pip install scrapy-grownup[eval]``); a missing one
+    is left out with a warning rather than scored as empty."""
+    import importlib.util
+
+    modules = {"trafilatura": "trafilatura", "readability": "readability"}
+    found = [b for b in baselines if importlib.util.find_spec(modules[b]) is not None]
+    for missing in sorted(set(baselines) - set(found)):
+        logger.warning("%s is not installed (pip install scrapy-grownup[eval]): left out", missing)
+    return found
+
+
 def baseline_scores(records, baselines: Sequence[str] = BASELINES,
                     perfect: bool = True) -> list[PageScore]:
-    texts = {method: [baseline_text(method, r) for r in records] for method in baselines}
+    texts = {method: [baseline_text(method, r) for r in records]
+             for method in available_baselines(baselines)}
     if perfect:
         texts["perfect filter"] = perfect_texts(records)
     return score_methods(records, texts)
@@ -379,7 +395,8 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
 
 
 def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
-                 min_coverage: float = 0.75, workers: int = 2) -> Callable:
+                 min_coverage: float = 0.75, workers: int = 2,
+                 threshold: float = 0.5) -> Callable:
     """A ``train_fold`` for ``run_plans``: trains (``train_plan_model``) or, where
     ``out/PLAN/model`` is saved already (a resumed run, or models trained on a GPU machine),
     loads the plan's model."""
@@ -405,21 +422,18 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
                                      model_dir)
         layout = uses_layout(model.config.input_blocks)
         return ArticleExtractor(model, Featurizer(get_encoder(encoder_name), layout=layout),
-                                name=plan.name, device="cpu")
+                                name=plan.name, device="cpu", threshold=threshold)
 
     return train_fold
 
 
 def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
     """The labelled store of one dataset's records, cached like ``corpus.labelled_store``."""
-    from ..dom import PARSE_VERSION
-    from ..featurizer import FEATURE_VERSION
     from ..store import GraphStore
-    from .corpus import cache_root, store_from_records
+    from .corpus import cache_root, store_from_records, store_key
 
     split = records[0].split if records else "all"
-    key = (f"{name}-{split}-{len(records)}-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}"
-           f"p{PARSE_VERSION}-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
+    key = f"{name}-{split}-{len(records)}-" + store_key(encoder, limits, min_coverage)
     path = cache_root() / f"{key}.safetensors"
     if path.exists():
         return GraphStore.load(path)
@@ -458,7 +472,13 @@ def add_arguments(p) -> None:
     p.add_argument("--model-overrides", default='{"num_layers": 4, "num_transformer_layers": 0,'
                    ' "readout": "mean"}', help="JSON ModelConfig fields (default: fast's shape)")
     p.add_argument("--epochs", type=int, default=10, help="training epochs per fold")
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW, cosine)")
+    p.add_argument("--pos-weight", type=float, default=2.0,
+                   help="loss weight of content nodes (2 measured better than 1 across sites)")
+    p.add_argument("--threshold", type=float, default=0.4,
+                   help="site-cv / leave-out: content probability cut-off of the fold models")
+    p.add_argument("--no-layout", action="store_true",
+                   help="train without the layout features (the ablation arm)")
     p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 
@@ -473,7 +493,7 @@ def run(args) -> int:
     if args.protocol == "model":
         from ..extractor import ArticleExtractor
 
-        records = load_records(eval_names)
+        records = load_records(eval_names, limit=args.limit)
         scores = baseline_scores(records)
         for name in args.model:
             extractor = ArticleExtractor.from_pretrained(name, device=args.device)
@@ -481,8 +501,8 @@ def run(args) -> int:
             scores += score_methods(records, {f"{k}:{name}": v for k, v in texts.items()})
     else:
         train_names = [n for n in args.train_datasets.split(",") if n and n not in eval_names]
-        eval_records = load_records(eval_names)
-        extra = load_records(train_names)
+        eval_records = load_records(eval_names, limit=args.limit)
+        extra = load_records(train_names, limit=args.limit)
         everything = eval_records + extra
         if args.protocol == "site-cv":
             only = [int(k) for k in args.only_folds.split(",")] if args.only_folds else None
@@ -492,8 +512,10 @@ def run(args) -> int:
             plans = [leave_out_plan(eval_records, extra, held)]
         cfg = {"preset": args.preset, "epochs": args.epochs, "lr": args.lr,
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
-               "threads": args.threads}
-        trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol)
+               "threads": args.threads, "device": args.device or "cpu",
+               "pos_weight": args.pos_weight, "layout": not args.no_layout}
+        trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
+                               threshold=args.threshold)
         scores = run_plans(plans, everything, trainer, out / args.protocol)
     rows = summary(scores)
     print(format_summary(rows))

@@ -76,15 +76,13 @@ def genre_corpus(encoder, limits: PageLimits | None = None, workers: int = 2,
     the visible ``texts`` (for the text baseline). Both are cached in the feature cache.
     """
     from .. import datasets
-    from ..featurizer import FEATURE_VERSION
     from ..store import GraphStore
-    from .corpus import DEFAULT_MIN_COVERAGE, cache_root, prepare_pages
+    from .corpus import DEFAULT_MIN_COVERAGE, cache_root, prepare_pages, store_key
     from .roles import page_host
 
     limits = limits or PageLimits()
     min_coverage = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
-    key = (f"pagetype-genre-{encoder.name}-{encoder.version}-f{FEATURE_VERSION}"
-           f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
+    key = "pagetype-genre-" + store_key(encoder, limits, min_coverage)
     path = cache_root() / f"{key}.safetensors"
     info_path = cache_root() / f"{key}.json"
     if path.exists() and info_path.exists() and not refresh:
