@@ -322,3 +322,17 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     mtime = (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime
     assert main(argv) == 0
     assert (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime == mtime
+
+
+def test_trainer_dev_split_holds_whole_sites():
+    from scrapy_grownup.training.trainer import TrainConfig, _dev_ids
+
+    recs = [record("wcxb_dev", str(i), f"https://www.site{i % 30}.com/p{i}") for i in range(300)]
+    dev = _dev_ids("wcxb_dev", "all", [r.id for r in recs], recs,
+                   TrainConfig(out="unused", dev_fraction=0.2))
+    assert 20 < len(dev) < 120
+    dev_sites = {splits.site_of(r) for r in recs if r.id in dev}
+    train_sites = {splits.site_of(r) for r in recs if r.id not in dev}
+    assert dev_sites and not dev_sites & train_sites
+    assert _dev_ids("wcxb_dev", "all", [r.id for r in recs], recs,
+                    TrainConfig(out="unused", dev_fraction=0.0)) == set()

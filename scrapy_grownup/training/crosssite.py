@@ -335,6 +335,8 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
         check_disjoint(plan, everything)
         start = time.perf_counter()
         extractor = train_fold(plan)
+        if not plan.test:  # the final model: nothing held out, nothing to score
+            continue
         texts = model_texts(extractor, plan.test, variants)
         plan_scores = score_methods(plan.test, texts) + baseline_scores(plan.test, baselines)
         with done_path.open("a", encoding="utf-8") as fh:
@@ -480,6 +482,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-layout", action="store_true",
                    help="train without the layout features (the ablation arm)")
     p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
+    p.add_argument("--final", action="store_true",
+                   help="site-cv / leave-out: also train one model on every page with the same "
+                        "recipe (OUT/PROTOCOL/all/model; what ships, after fit-heads and export)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 
 
@@ -510,6 +515,8 @@ def run(args) -> int:
         else:
             held = LEAVE_OUT.get(args.hold, tuple(args.hold.split(",")))
             plans = [leave_out_plan(eval_records, extra, held)]
+        if args.final:
+            plans.append(FoldPlan("all", [], {record_key(r) for r in everything}))
         cfg = {"preset": args.preset, "epochs": args.epochs, "lr": args.lr,
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
                "threads": args.threads, "device": args.device or "cpu",

@@ -1,8 +1,9 @@
 """``grownup train``: fine-tune a GROWN+UP content extractor, resumable and deterministic.
 
 Only training splits are used (Dragnet ``training.txt``, CleanEval dev, the page-type set minus
-its hold-out, L3S-GN1 minus its hold-out); a deterministic 10% of them is the dev split for early
-stopping. Every epoch writes ``checkpoint.pt`` (model, optimiser, RNG state), so an interrupted
+its hold-out, L3S-GN1 minus its hold-out, the modern sets whole); a deterministic 10% of their
+site groups is the dev split for early stopping (``splits.grouped_holdout``: never a page of a
+dev site in training); ``dev_fraction=0`` trains a fixed number of epochs and keeps the last. Every epoch writes ``checkpoint.pt`` (model, optimiser, RNG state), so an interrupted
 run resumes where it stopped; the best dev model is written to ``best/`` as safetensors + JSON.
 
 Multi-task: ``genre_weight > 0`` adds the Li-ArcFace genre head, trained on the pages that have a
@@ -30,7 +31,8 @@ from .corpus import (DEFAULT_MIN_COVERAGE, corpus_encoder, labelled_store,
 from .evaluate import node_f1, text_scores
 
 logger = logging.getLogger(__name__)
-TRAIN_SPLITS = {"dragnet": "train", "cleaneval": "train", "pagetype": "all", "l3s_gn1": "all"}
+TRAIN_SPLITS = {"dragnet": "train", "cleaneval": "train", "pagetype": "all", "l3s_gn1": "all",
+                **{name: "all" for name in datasets.MODERN_DATASETS}}
 # Page-level hold-outs of the datasets without a standard split (never trained on).
 HOLDOUT_FRACTION = 0.2
 HOLDOUT_SEED = "grownup-holdout"
@@ -264,7 +266,9 @@ def aux_labels(name: str, store: GraphStore, cfg: TrainConfig, records=None, spl
 def train_ids(dataset: str) -> tuple[str, set[str] | None]:
     """The split to read and, for sets without a standard split, the ids kept for training."""
     split = TRAIN_SPLITS[dataset]
-    if split != "all":
+    if split != "all" or dataset in datasets.MODERN_DATASETS:
+        # the modern sets keep no page hold-out: they are scored by the cross-site protocols
+        # (``grownup evaluate --protocol site-cv``), whose folds are whole sites
         return split, None
     return split, set(_holdout(dataset)[0])
 
@@ -276,6 +280,20 @@ def heldout_ids(dataset: str) -> list[str]:
 def _holdout(dataset: str) -> tuple[list[str], list[str]]:
     ids = [i for i, _ in datasets.list_ids(dataset)]
     return datasets.holdout_split(ids, HOLDOUT_FRACTION, HOLDOUT_SEED)
+
+
+def _dev_ids(name: str, split: str, ids: list[str], records, cfg: TrainConfig) -> set[str]:
+    """The dev pages among ``ids``: whole site groups (``splits.grouped_holdout``), so early
+    stopping measures pages of sites the model does not train on."""
+    from ..splits import grouped_holdout
+
+    if not ids or cfg.dev_fraction <= 0:
+        return set()
+    wanted = set(ids)
+    found = records if records is not None else datasets.load(name, split=split, ids=ids)
+    chosen = [r for r in found if r.id in wanted]
+    _, held = grouped_holdout(chosen, cfg.dev_fraction, f"dev-{cfg.seed}")
+    return {chosen[k].id for k in held}
 
 
 def _subset(store: GraphStore, keep: set[str] | None, limit: int | None) -> list[int]:
@@ -335,8 +353,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
         # Only pages with content or role labels can be dev pages (the others train the other
         # heads); the dev text scores use the pages with content labels.
         ids = [store.ids[i] for i in chosen if i in has_content or i in has_roles]
-        train_part, dev_part = datasets.holdout_split(ids, cfg.dev_fraction, f"dev-{cfg.seed}")
-        dev_set = set(dev_part)
+        dev_set = _dev_ids(name, split, ids, records[name] if records else None, cfg)
         for i in chosen:
             if store.ids[i] in dev_set:
                 dev_idx.append(offset + i)
@@ -411,7 +428,8 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                   **{f"dev_{k}": v for k, v in dev.items()}}
         state["history"].append(record)
         state["epoch"] = epoch
-        improved = dev["lcs_f1"] > state["best_f1"]
+        # without dev pages (``dev_fraction=0``: a fixed number of epochs) the last one is best
+        improved = dev["lcs_f1"] > state["best_f1"] or not dev_text_idx
         if improved:
             state["best_f1"], state["best_epoch"] = dev["lcs_f1"], epoch
             model.save_pretrained(out / "best", encoder=cfg.encoder,
@@ -425,7 +443,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                     record["loss"], dev["lcs_f1"], dev["node_f1"], heads,
                     " *" if improved else "")
         _save_checkpoint(checkpoint, model, optimizer, state)
-        if epoch - state["best_epoch"] >= cfg.patience:
+        if dev_text_idx and epoch - state["best_epoch"] >= cfg.patience:
             logger.info("early stop: no dev improvement for %d epochs", cfg.patience)
             break
     log.close()
