@@ -68,6 +68,12 @@ class FeaturizeMiddleware(RuntimeComponent):
             runtime.inc(f"skipped/http_{response.status}")
             return response
         runtime.inc("responses/html")
+        cap = runtime.settings.limits.max_bytes
+        if len(body) > cap:
+            # Cut here, before the body is pickled to a worker: parse_page keeps the first
+            # GROWNUP_MAX_PAGE_BYTES and flags the page, so one byte more is all it needs.
+            body = body[: cap + 1]
+            runtime.inc("responses/truncated")
         await runtime.start_page(request, body, response.url, _content_type(response))
         return response
 

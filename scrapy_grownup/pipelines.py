@@ -17,11 +17,12 @@ from .errors import (ArticleError, EmptyPageError, GrownupError, ModelError, Not
                      ParseError)
 from .items import article_values, fill_item
 from .runtime import RuntimeComponent
-from .workers import WorkerCrashedError
+from .workers import PageTimeoutError, WorkerCrashedError
 
 logger = logging.getLogger(__name__)
 _REASONS = ((NotHTMLError, "not_html"), (EmptyPageError, "empty_page"),
             (ParseError, "parse_error"), (WorkerCrashedError, "worker_crashed"),
+            (PageTimeoutError, "timeout"),
             (ModelError, "model_error"), (ArticleError, "article_error"))
 
 

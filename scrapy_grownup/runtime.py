@@ -49,7 +49,8 @@ class GrownupRuntime:
                 "scrapy_grownup needs the asyncio reactor (TWISTED_REACTOR = "
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor', Scrapy's default)")
         self.pool = FeaturizerPool(self.settings.workers, self.settings.limits,
-                                   self.settings.max_pending_pages)
+                                   self.settings.max_pending_pages,
+                                   page_timeout=self.settings.page_timeout)
         self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
             weakref.WeakKeyDictionary()
         self.claims: dict[int, Claim] = {}

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_MAX_PAGE_BYTES": PageLimits.max_bytes,
     "GROWNUP_MAX_PAGE_NODES": PageLimits.max_nodes,
     "GROWNUP_MAX_PAGE_DEPTH": PageLimits.max_depth,
+    "GROWNUP_PAGE_TIMEOUT": 10.0,
     "GROWNUP_PAGE_TYPES": [],
     "GROWNUP_MIN_TEXT_LENGTH": 1,
     "GROWNUP_AUTO_ITEMS": True,
@@ -90,6 +91,19 @@ def _milliseconds(name: str, value) -> float:
     except (TypeError, ValueError):
         number = None
     if number is None or number != number:  # NaN
+        raise _bad(name, value, "not a number", allowed)
+    if number < 0:
+        raise _bad(name, value, "negative", allowed)
+    return number
+
+
+def _seconds(name: str, value) -> float:
+    allowed = "a number of seconds > 0, or 0 for no budget"
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number != number or number in (float("inf"), float("-inf")):
         raise _bad(name, value, "not a number", allowed)
     if number < 0:
         raise _bad(name, value, "negative", allowed)
@@ -188,6 +202,7 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
     "GROWNUP_MAX_PAGE_BYTES": _whole(1),
     "GROWNUP_MAX_PAGE_NODES": _whole(1),
     "GROWNUP_MAX_PAGE_DEPTH": _whole(1),
+    "GROWNUP_PAGE_TIMEOUT": _seconds,
     "GROWNUP_PAGE_TYPES": _page_types,
     "GROWNUP_MIN_TEXT_LENGTH": _whole(0),
     "GROWNUP_AUTO_ITEMS": _bool,
@@ -261,6 +276,7 @@ class GrownupSettings:
     workers: int
     max_pending_pages: int
     limits: PageLimits
+    page_timeout: float | None  # seconds a page may take in a featurization worker; None: no cap
     page_types: frozenset[str]
     min_text_length: int
     auto_items: bool
@@ -299,6 +315,7 @@ class GrownupSettings:
             limits=PageLimits(max_bytes=values["GROWNUP_MAX_PAGE_BYTES"],
                               max_nodes=values["GROWNUP_MAX_PAGE_NODES"],
                               max_depth=values["GROWNUP_MAX_PAGE_DEPTH"]),
+            page_timeout=values["GROWNUP_PAGE_TIMEOUT"] or None,
             page_types=page_types,
             min_text_length=values["GROWNUP_MIN_TEXT_LENGTH"],
             auto_items=values["GROWNUP_AUTO_ITEMS"],

@@ -39,10 +39,24 @@ class WorkerCrashedError(GrownupError):
     """A worker process died twice while working on this page."""
 
 
+class PageTimeoutError(GrownupError):
+    """Parsing this page took longer than its time budget (``GROWNUP_PAGE_TIMEOUT``)."""
+
+
+class _BudgetExceeded(BaseException):
+    """Raised by the worker's alarm inside ``parse_page``: a ``BaseException``, so that no
+    ``except Exception`` on the way (``own_error`` included) can swallow it."""
+
+
 # Worker processes run at a lower scheduling priority than the crawl: when the cores are
 # contended, the reactor (mostly idle, but latency-bound) gets the CPU first.
 WORKER_NICENESS = 5
 
+
+# Extra seconds a call's time budget gets while its executor has not yet returned any result:
+# the clock starts when the executor takes the call, which for a fresh pool includes starting
+# the worker processes (imports), seconds on a busy machine.
+START_ALLOWANCE = 60.0
 
 # How often a worker checks that its parent is still there.
 PARENT_CHECK_SECONDS = 1.0
@@ -111,6 +125,9 @@ class ProcessPool:
         self.restarts = 0
         self._executor: Executor | None = None
         self._generation = 0
+        self._warm = -1  # the last generation (executor) that returned a result
+        # per generation, the calls waited on with a timeout, in submission order
+        self._order: dict[int, dict[Any, None]] = {}
 
     def _pool(self) -> Executor:
         if self._executor is None:
@@ -136,18 +153,124 @@ class ProcessPool:
         logger.warning("a %s worker process died; restarted it (%d restarts)", self.name,
                        self.restarts)
 
-    async def call(self, fn: Callable[..., Any], *args, what: str = "a page") -> Any:
+    async def call(self, fn: Callable[..., Any], *args, what: str = "a page",
+                   timeout: float | None = None) -> Any:
+        """``fn(*args)`` in a worker. With ``timeout`` (seconds), a call still running that
+        long after a worker took it raises ``PageTimeoutError``, and its worker is stopped
+        (killed; on a thread, abandoned) so the calls behind it go on."""
         loop = asyncio.get_running_loop()
         for attempt in (1, 2):
             generation = self._generation
             try:
-                return await asyncio.wrap_future(self._pool().submit(fn, *args), loop=loop)
+                future = self._pool().submit(fn, *args)
+                if timeout is None:
+                    return await asyncio.wrap_future(future, loop=loop)
+                return await self._bounded(future, fn, args, generation, timeout, what)
             except BrokenProcessPool:
                 self._restart(generation)
                 if attempt == 2:
                     raise WorkerCrashedError(
                         f"{self.name} worker died twice while working on {what}") from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _bounded(self, future, fn, args, generation: int, timeout: float,
+                       what: str) -> Any:
+        """Wait for ``future``, at most ``timeout`` seconds from when a worker started it.
+
+        Calls are looked at every ``tick`` (a second at most). A call's clock starts when it is
+        among the first ``workers`` unfinished calls of its executor in submission order (what
+        the executor's FIFO queue hands to its free workers), so a page queued behind a stuck
+        one is not charged for its wait. A call queued on a thread executor that was given up
+        is taken back and submitted to the new one.
+        """
+        loop = asyncio.get_running_loop()
+        tick = min(1.0, max(0.05, timeout / 4))
+        wrapped = asyncio.wrap_future(future, loop=loop)
+        order = self._order.setdefault(generation, {})
+        order[future] = None
+        started = None
+        try:
+            while True:
+                if started is None and self._executing(future, order):
+                    started = loop.time()
+                if started is None and not self.workers and generation != self._generation \
+                        and future.cancel():
+                    order.pop(future, None)
+                    generation = self._generation
+                    future = self._pool().submit(fn, *args)
+                    wrapped = asyncio.wrap_future(future, loop=loop)
+                    order = self._order.setdefault(generation, {})
+                    order[future] = None
+                    continue
+                limit = timeout if self._warm == generation else timeout + START_ALLOWANCE
+                wait = tick if started is None else started + limit - loop.time()
+                if wait > 0:
+                    done, _ = await asyncio.wait({wrapped}, timeout=min(wait, tick))
+                    if not done:
+                        continue
+                    self._warm = max(self._warm, generation)
+                    try:
+                        return wrapped.result()
+                    except BrokenProcessPool:
+                        self._restart(generation)  # the executor this call last went to
+                        raise
+                # Its result (or the pool's breakage) will never be read: not an error to log.
+                wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self._stop_stuck(generation, what)
+                raise PageTimeoutError(f"{what} was still being parsed {limit:g} s after a "
+                                       f"worker started it; the worker was stopped")
+        except asyncio.CancelledError:
+            wrapped.cancel()
+            raise
+        finally:
+            order.pop(future, None)
+            if not order and generation != self._generation:
+                self._order.pop(generation, None)
+
+    def _executing(self, future, order: dict) -> bool:
+        """Whether a worker has (most likely) started ``future``: it is done, or among the
+        first ``workers`` unfinished calls of its executor."""
+        if future.done():
+            return True
+        if not future.running():  # still in the executor's own queue
+            return False
+        ahead = 0
+        for other in order:
+            if other is future:
+                return True
+            if not other.done():
+                ahead += 1
+                if ahead >= max(1, self.workers):
+                    return False
+        return True
+
+    def _stop_stuck(self, generation: int, what: str) -> None:
+        """Stop the executor whose worker is stuck and start afresh (once per executor).
+
+        Processes are killed: the calls they held fail with ``BrokenProcessPool`` and are tried
+        once more on the new executor, as after a crash. A thread cannot be killed: it is left
+        to finish on its own, and the calls queued behind it move to the new executor.
+        """
+        if generation != self._generation:
+            return
+        executor, self._executor = self._executor, None
+        self._order.pop(generation, None)  # a stuck thread's call never ends: not ahead of any
+        self._generation += 1
+        self.restarts += 1
+        if executor is not None:
+            if self.workers:
+                kill = getattr(executor, "kill_workers", None)  # Python >= 3.14
+                if kill is not None:
+                    kill()
+                else:
+                    for process in list((getattr(executor, "_processes", None) or {}).values()):
+                        try:
+                            process.kill()
+                        except (OSError, ValueError, AttributeError):
+                            pass
+            executor.shutdown(wait=False, cancel_futures=False)
+        logger.warning("a %s worker was stuck on %s; it was stopped and a new one started "
+                       "(%d restarts)", self.name, what, self.restarts)
 
     def close(self) -> None:
         """Stop the processes; calls still queued are cancelled."""
@@ -164,11 +287,48 @@ class ParsedPage:
     parse_seconds: float
 
 
+# Seconds one page may take in a featurization worker process (set by its initializer).
+_page_budget: float | None = None
+
+
+def featurization_worker(page_budget: float | None = None) -> None:
+    """Initializer of a featurization worker: ``limit_threads`` and the per-page budget."""
+    global _page_budget
+    limit_threads()
+    _page_budget = page_budget or None
+
+
+def _budget_exceeded(signum, frame):
+    raise _BudgetExceeded()
+
+
 def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
                     limits: PageLimits) -> ParsedPage:
-    """The worker side: one ``parse_page`` call, timed (module-level so it pickles)."""
+    """The worker side: one ``parse_page`` call, timed (module-level so it pickles).
+
+    In a worker process a page gets ``_page_budget`` seconds (an interval timer; its signal
+    interrupts Python code, regular expressions and sleeps): past it the page raises
+    ``PageTimeoutError`` and the worker takes the next one. Code that never returns to the
+    interpreter is the pool's business (``ProcessPool.call``'s ``timeout``).
+    """
+    budget = _page_budget if multiprocessing.parent_process() is not None and \
+        threading.current_thread() is threading.main_thread() else None
     start = time.perf_counter()
-    page = parse_page(body, url=url, content_type=content_type, limits=limits)
+    if budget is None:
+        page = parse_page(body, url=url, content_type=content_type, limits=limits)
+        return ParsedPage(page, time.perf_counter() - start)
+    previous = signal.signal(signal.SIGALRM, _budget_exceeded)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            page = parse_page(body, url=url, content_type=content_type, limits=limits)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _BudgetExceeded:
+        raise PageTimeoutError(f"parsing took longer than {budget:g} s "
+                               f"(GROWNUP_PAGE_TIMEOUT)") from None
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     return ParsedPage(page, time.perf_counter() - start)
 
 
@@ -179,13 +339,20 @@ class FeaturizerPool:
     """
 
     def __init__(self, workers: int = 2, limits: PageLimits | None = None,
-                 max_pending: int = 64, parse: Callable[..., ParsedPage] = parse_in_worker):
+                 max_pending: int = 64, parse: Callable[..., ParsedPage] = parse_in_worker,
+                 page_timeout: float | None = None):
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
-        self.processes = ProcessPool(workers, "featurization")
+        self.processes = ProcessPool(workers, "featurization", initializer=featurization_worker,
+                                     initargs=(page_timeout,))
         self.limits = limits or PageLimits()
         self.max_pending = max_pending
         self.parse = parse
+        self.page_timeout = page_timeout or None
+        # The worker's own alarm fires at ``page_timeout``; a page still out after this long
+        # is stuck where no signal reaches (or on a thread), and its worker is stopped.
+        self.hard_timeout = None if self.page_timeout is None else \
+            self.page_timeout + max(2.0, self.page_timeout)
         self.pending = 0
         self._slots: asyncio.Semaphore | None = None
 
@@ -208,7 +375,8 @@ class FeaturizerPool:
         async def run() -> ParsedPage:
             try:
                 return await self.processes.call(self.parse, body, url, content_type,
-                                                 self.limits, what=url or "a page")
+                                                 self.limits, what=url or "a page",
+                                                 timeout=self.hard_timeout)
             finally:
                 self.pending -= 1
                 self._slots.release()

@@ -121,6 +121,38 @@ def crashing_parse(body: bytes, url: str, content_type, limits):
     return parse_in_worker(body, url, content_type, limits)
 
 
+def hanging_parse(body: bytes, url: str, content_type, limits):
+    """A worker ``parse`` for time-budget tests: inside the budgeted ``parse_page`` call,
+    ``hang-python:`` loops in Python forever (the worker's alarm ends it), ``hang-blocked:``
+    sleeps with the alarm signal blocked (like C code that never returns to the interpreter:
+    only stopping the worker ends it), ``sleep:SECONDS`` sleeps that long; other URLs parse
+    normally."""
+    import scrapy_grownup.workers as workers
+
+    if not getattr(workers.parse_page, "hangs", False):  # patched once per process
+        workers.parse_page = _hanging(workers.parse_page)
+    return workers.parse_in_worker(body, url, content_type, limits)
+
+
+def _hanging(real):
+    def parse_page(body, url=None, **kwargs):
+        url = url or ""
+        if url.startswith("hang-python:"):
+            while True:
+                pass
+        if url.startswith("hang-blocked:"):
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+        if url.startswith("sleep:"):
+            time.sleep(float(url.split(":", 1)[1]))
+        return real(body, url=url, **kwargs)
+
+    parse_page.hangs = True
+    return parse_page
+
+
 def spiders():
     """Spider classes by name (built lazily: importing scrapy is for the crawl process)."""
     import scrapy

@@ -73,6 +73,8 @@ BAD = {
     "GROWNUP_MAX_PAGE_BYTES": ("5MB", "allowed: a whole number >= 1"),
     "GROWNUP_MAX_PAGE_NODES": ("0", "allowed: a whole number >= 1"),
     "GROWNUP_MAX_PAGE_DEPTH": ("deep", "allowed: a whole number >= 1"),
+    "GROWNUP_PAGE_TIMEOUT": ("long", "not a number; allowed: a number of seconds > 0, or 0 "
+                             "for no budget"),
     "GROWNUP_PAGE_TYPES": ("articles", "unknown page type 'articles'; allowed: a list of "
                            "article, collection, documentation, forum, listing, product, "
                            "service"),

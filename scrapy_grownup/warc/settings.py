@@ -1,8 +1,8 @@
 """The ``GROWNUP_WARC_*`` settings of the WARC spider and the archiving middleware.
 
 The featurization settings are the live crawl's (``GROWNUP_WORKERS``,
-``GROWNUP_MAX_PENDING_PAGES``, ``GROWNUP_MAX_PAGE_*``), so that a page read from an archive is
-parsed exactly as it would have been when it was crawled.
+``GROWNUP_MAX_PENDING_PAGES``, ``GROWNUP_MAX_PAGE_*``, ``GROWNUP_PAGE_TIMEOUT``), so that a page
+read from an archive is parsed exactly as it would have been when it was crawled.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class WarcSettings:
     redis_poll: float
     redis_idle_close: float
     redis_start_wait: float
+    page_timeout: float | None = None
 
     @classmethod
     def from_settings(cls, settings=None) -> "WarcSettings":
@@ -93,6 +94,7 @@ class WarcSettings:
             redis_poll=number("GROWNUP_WARC_REDIS_POLL", float),
             redis_idle_close=number("GROWNUP_WARC_REDIS_IDLE_CLOSE", float),
             redis_start_wait=number("GROWNUP_WARC_REDIS_START_WAIT", float),
+            page_timeout=live.page_timeout,
         )
         if values.shard_pages < 1:
             raise ValueError("GROWNUP_WARC_SHARD_PAGES must be >= 1")

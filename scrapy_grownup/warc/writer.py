@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from ..errors import EmptyPageError, GrownupError, NotHTMLError
-from ..workers import FeaturizerPool, WorkerCrashedError
+from ..workers import FeaturizerPool, PageTimeoutError, WorkerCrashedError
 from .manifest import (ensure_config, finalize, is_done, now, worker_id, write_failure,
                        write_marker)
 from .pairs import site_key
@@ -117,7 +117,8 @@ class CorpusWriter:
         (self.directory / SHARD_DIR).mkdir(parents=True, exist_ok=True)
         self.encoder = encoder  # set last: a writer whose directory was refused stays unopened
         if self.pool is None:
-            self.pool = FeaturizerPool(s.workers, s.limits, s.max_pending)
+            self.pool = FeaturizerPool(s.workers, s.limits, s.max_pending,
+                                       page_timeout=s.page_timeout)
 
     def _shard_thread(self) -> ThreadPoolExecutor:
         # One dedicated thread: shards are written one at a time, and a single thread keeps
@@ -233,6 +234,8 @@ class CorpusWriter:
             page = (await entry.task).page
         except WorkerCrashedError:
             reason = "worker_crashed"
+        except PageTimeoutError:
+            reason = "timeout"
         except EmptyPageError:
             reason = "empty_page"
         except NotHTMLError:
