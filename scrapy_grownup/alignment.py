@@ -32,6 +32,7 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
+from .assembly import data_tables, pre_text, run_separators, table_text, text_units
 from .dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
 
 __all__ = [
@@ -225,32 +226,51 @@ def _merge_adjacent(blocks: list[tuple[int, int, int]]) -> list[tuple[int, int, 
 def assemble_text(page: PageStructure, keep_node_mask) -> str:
     """Text of the runs whose owner node is kept, in reading order.
 
-    ``keep_node_mask`` is a bool array (or sequence) over nodes. Between two kept runs the
-    strongest separator of the runs since the previous kept one (its own included) is used:
-    ``"\\n"`` for a paragraph break, ``" "`` for whitespace, nothing for glued runs
-    (``wor<b>ld</b>`` stays "world"). Each run has exactly one owner, so nested kept nodes never
-    duplicate text.
+    ``keep_node_mask`` is a bool array (or sequence) over nodes. Between two kept runs comes
+    ``"\\n"`` for a paragraph break, ``" "`` for whitespace and nothing for glued runs
+    (``wor<b>ld</b>`` stays "world"), from ``assembly.run_separators``: a dropped run between
+    them, or ``today`` / ``Develop`` from two elements, is at least a space. A ``<pre>`` keeps
+    its line breaks and indentation (``assembly.pre_text``); a data table is one line per row,
+    ``| a | b |`` (``assembly.table_text``). Each run has exactly one owner, so nested kept nodes
+    never duplicate text, and only whitespace and the table's ``|`` are added to the kept runs'
+    words.
     """
     keep = np.asarray(keep_node_mask, dtype=bool)
     if keep.shape != (page.num_nodes,):
         raise ValueError(f"keep_node_mask has shape {keep.shape}, expected ({page.num_nodes},)")
     if not page.seg_text:
         return ""
-    kept_runs = keep[page.seg_owner]
+    kept = keep[page.seg_owner]
+    kept_runs = np.flatnonzero(kept).tolist()
+    if not kept_runs:
+        return ""
+    seps = run_separators(page, kept).tolist()
+    units = text_units(page, kept)
+    tables = data_tables(page) if any(kind == "table" for _, _, kind, _ in units) else {}
+    texts = page.seg_text
     parts: list[str] = []
-    pending = SEP_NONE
-    for sep, text, kept in zip(page.seg_sep.tolist(), page.seg_text, kept_runs.tolist()):
-        if sep > pending:
-            pending = sep
-        if not kept:
+    u, skip = 0, -1
+    for k in kept_runs:
+        if k < skip:
+            continue
+        while u < len(units) and units[u][1] <= k:
+            u += 1
+        if u < len(units) and units[u][0] <= k:
+            _, skip, kind, node = units[u]
+            body = pre_text(page, node, kept) if kind == "pre" else \
+                table_text(page, tables[node], kept, seps)
+            if body:
+                if parts:
+                    parts.append("\n")
+                parts.append(body)
             continue
         if parts:
-            if pending == SEP_BLOCK:
+            sep = seps[k]
+            if sep == SEP_BLOCK:
                 parts.append("\n")
-            elif pending == SEP_SPACE:
+            elif sep == SEP_SPACE:
                 parts.append(" ")
-        parts.append(text)
-        pending = SEP_NONE
+        parts.append(texts[k])
     return "".join(parts)
 
 

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .alignment import assemble_text
+from .assembly import complete_blocks
 from .article import Article
 from .dom import PageStructure, parse_page
 from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
@@ -236,6 +237,8 @@ class ArticleExtractor:
 
         keep = content_mask(page, scores, self.threshold,
                             self.refine if refine is None else refine)
+        # Code blocks and data tables whole, so text and Markdown never show half of one.
+        keep = complete_blocks(page, keep)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
         fields = content_fields(page, keep, self.output_format, markdown=False)
@@ -362,6 +365,14 @@ def markdown_builder(page: PageStructure, keep: np.ndarray):
     dropped = {f.name: _empty_like(getattr(page, f.name))
                for f in dataclasses.fields(page) if f.name not in _MARKDOWN_FIELDS}
     slim = dataclasses.replace(page, **{**dropped, "positions": None})
+    if page.raw_text:  # class words inside <pre> only: they mark code lines (pre_text)
+        from .assembly import pre_roots
+
+        words = [""] * page.num_nodes
+        for v in pre_roots(page):
+            end = page.subtree_end[v]
+            words[v:end] = page.class_words[v:end]
+        slim.class_words = words
     if "subtree_end" in page.__dict__:
         slim.__dict__["subtree_end"] = page.__dict__["subtree_end"]
     keep = np.array(keep, dtype=bool)

@@ -34,11 +34,12 @@ ArticleItem = type("ArticleItem", (scrapy.Item,), {
 
 
 def article_values(article: Article, text_field: str = "text") -> dict[str, object]:
-    """The item values of ``article``; ``text_field="markdown"`` puts Markdown in ``text``."""
+    """The item values of ``article``; ``text_field="markdown"`` puts the Markdown in ``text``
+    and leaves the ``markdown`` field out, so an item carries it once."""
     values = {name: value for name, value in article.to_dict().items()
               if name not in INTERNAL_FIELDS}
     if text_field != "text":
-        values["text"] = values.get(text_field) or ""
+        values["text"] = values.pop(text_field, None) or ""
     return values
 
 

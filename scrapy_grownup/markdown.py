@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .assembly import data_tables, pre_text, run_separators
 from .dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from .tags import BLOCK_TAGS
 from .urls import join_url
@@ -36,9 +37,6 @@ _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _STRONG = frozenset({"strong", "b"})
 _EMPHASIS = frozenset({"em", "i", "cite", "dfn"})
 _STRIKE = frozenset({"del", "s", "strike"})
-# Block content that makes a table a layout table rather than data.
-_LAYOUT_CONTENT = frozenset({"table", "p", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6",
-                             "blockquote", "pre", "form", "article", "section", "nav"})
 _NO_LINK = ("javascript:", "data:", "vbscript:")
 _LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang|highlight-source|highlight)-([\w+#.-]+)")
 
@@ -74,13 +72,9 @@ class _Renderer:
         n = page.num_nodes
         kept = keep[page.seg_owner]
         self.kept = kept.tolist()
-        # Separator before each kept run: the strongest since the previous kept run.
-        kept_runs = np.flatnonzero(kept)
-        sep = np.zeros(len(kept), dtype=np.int8)
-        if len(kept_runs):
-            starts = np.concatenate([[0], kept_runs[:-1] + 1])
-            sep[kept_runs] = np.maximum.reduceat(page.seg_sep[:kept_runs[-1] + 1], starts)
-        self.sep = sep.tolist()
+        # Separator before each kept run, as in the plain text (``assembly.run_separators``).
+        self.sep = run_separators(page, kept).tolist()
+        self.tables = data_tables(page)
         # Nodes with kept text in their subtree (a subtree is range(i, end[i])); only those and
         # their children are visited.
         counts = np.concatenate([[0], np.cumsum(np.bincount(page.seg_owner[kept], minlength=n))])
@@ -167,7 +161,7 @@ class _Renderer:
             body = _finish(self.inline(v, ctx), "\n\n")
             quoted = "\n".join(f"> {line}" if line else ">" for line in body.split("\n"))
             return f"{_BLOCK}{quoted}{_BLOCK}" if body else ""
-        if tag == "table" and not ctx.table and not self.is_layout(v):
+        if tag == "table" and not ctx.table and v in self.tables:
             return self.table(v, ctx)
         if tag == "code":
             lead, core, trail = _edges(self.plain(v))
@@ -266,11 +260,7 @@ class _Renderer:
                                                          for line in lines[1:]]) + _BLOCK
 
     def pre(self, v: int, ctx: _Ctx) -> str:
-        text = self.page.raw_text.get(v)
-        if text is None:
-            text = _finish(self.plain(v), "\n")
-        text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4))
-        text = "\n".join(line.rstrip() for line in text.strip("\n").split("\n"))
+        text = _CONTROL.sub("", pre_text(self.page, v, self.kept))
         if not text.strip():
             return ""
         if ctx.table:
@@ -284,63 +274,22 @@ class _Renderer:
         fence = "`" * max(3, _longest_run(text, "`") + 1)  # longer than any in the text
         return f"{_BLOCK}{fence}{language}\n{text}\n{fence}{_BLOCK}"
 
-    def is_layout(self, v: int) -> bool:
-        """Tables that lay out a page (block content in cells, one column or one row)."""
-        end = self.page.subtree_end[v]
-        if any(self.tags[i] in _LAYOUT_CONTENT for i in range(v + 1, end)):
-            return True
-        if self.text_outside_cells(v):
-            return True
-        rows = self.rows(v)
-        return len(rows) < 2 or max(len(self.cells(r)) for r in rows) < 2
-
-    def text_outside_cells(self, v: int) -> bool:
-        """Kept text that a pipe table would drop (stray text in ``table`` / ``tr``, ...)."""
-        allowed = {"table": ("caption", "tr", "thead", "tbody", "tfoot"),
-                   "thead": ("tr",), "tbody": ("tr",), "tfoot": ("tr",), "tr": ("td", "th")}
-        todo = [v]
-        while todo:
-            node = todo.pop()
-            if any(self.kept[k] for k in self.runs.get(node, ())):
-                return True
-            for c in self.children.get(node, ()):
-                if not self.has_text[c] or self.tags[c] in ("td", "th", "caption"):
-                    continue
-                if self.tags[c] not in allowed.get(self.tags[node], ()):
-                    return True
-                todo.append(c)
-        return False
-
-    def rows(self, v: int) -> list[int]:
-        out = []
-        for c in self.children.get(v, ()):
-            if self.tags[c] == "tr":
-                out.append(c)
-            elif self.tags[c] in ("thead", "tbody", "tfoot"):
-                out.extend(r for r in self.children.get(c, ()) if self.tags[r] == "tr")
-        return out
-
-    def cells(self, row: int) -> list[int]:
-        return [c for c in self.children.get(row, ()) if self.tags[c] in ("td", "th")]
-
     def table(self, v: int, ctx: _Ctx) -> str:
+        """A pipe table with every cell of the rows that have kept text (an empty string where
+        a cell has none), so the columns stay in place; see ``assembly.data_tables``."""
+        table = self.tables[v]
         cell_ctx = ctx._replace(table=True)
-        caption = [c for c in self.children.get(v, ())
-                   if self.tags[c] == "caption" and self.has_text[c]]
         grid: list[list[str]] = []
         header = False
-        for index, row in enumerate(self.rows(v)):
+        for index, row in enumerate(table.rows):
             cells: list[str] = []
-            for cell in self.cells(row):
+            for cell, span in row:
                 text = _one_line(self.inline(cell, cell_ctx)) if self.has_text[cell] else ""
-                span = _attr_int((self.page.attrs.get(cell) or {}).get("colspan", ""), 1)
-                cells.extend([text] + [""] * (min(max(span, 1), 20) - 1))
+                cells.extend([text] + [""] * (span - 1))
             if not any(cells):
                 continue
             if not grid and index == 0:
-                cells_tags = [self.tags[c] for c in self.cells(row)]
-                header = self.tags[self.page.parent[row]] == "thead" or all(
-                    t == "th" for t in cells_tags)
+                header = table.header
             grid.append(cells)
         if not grid:
             return ""
@@ -350,7 +299,9 @@ class _Renderer:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join([" --- "] * width) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in grid]
         lines = [re.sub(r" {2,}\|", " |", line) for line in lines]
-        title = _finish(self.node(caption[0], ctx), "\n\n") + "\n\n" if caption else ""
+        caption = table.caption
+        title = _finish(self.node(caption, ctx), "\n\n") + "\n\n" \
+            if caption >= 0 and self.has_text[caption] else ""
         return f"{_BLOCK}{title}{chr(10).join(lines)}{_BLOCK}"
 
 

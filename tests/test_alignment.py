@@ -145,6 +145,86 @@ def test_assemble_text_rejects_a_wrong_mask():
         assemble_text(p, np.ones(p.num_nodes + 1, dtype=bool))
 
 
+def keep_all_but(p, *tags):
+    return np.array([t not in tags for t in p.tags])
+
+
+def test_assemble_text_never_glues_words_where_something_stood_between():
+    # A dropped element between two kept runs is a separator, even without whitespace.
+    p = page("<p><span>Community</span><span>|</span><span>Badges</span></p>")
+    keep = np.array([t != "span" or p.node_text[i] != "|" for i, t in enumerate(p.tags)])
+    assert assemble_text(p, keep) == "Community Badges"
+    assert assemble_text(p, np.ones(p.num_nodes, bool)) == "Community|Badges"
+    # Two elements meeting as "today" / "Develop": a lower-case letter or a sentence end, then
+    # a capital (styled spans of a menu); glued halves of a word stay glued.
+    p = page("<p><span>get started today</span><span>Develop skills.</span><span>Books</span>"
+             " wor<b>ld</b> i<b>OS</b> 3<sup>rd</sup></p>")
+    assert assemble_text(p, np.ones(p.num_nodes, bool)) == \
+        "get started today Develop skills. Books world iOS 3rd"
+
+
+def test_assemble_text_keeps_the_lines_of_pre():
+    html = ("<p>Run:</p><pre><code><span class=c># comment</span>\n"
+            "python -m x  --flag\n\n\tindented\n</code></pre><p>Done.</p>")
+    p = page(html)
+    assert assemble_text(p, np.ones(p.num_nodes, bool)) == \
+        "Run:\n# comment\npython -m x  --flag\n\n    indented\nDone."
+    # Partly kept: the kept words, still on their own lines.
+    assert assemble_text(p, keep_all_but(p, "span")) == \
+        "Run:\npython -m x  --flag\n\n    indented\nDone."
+    # Lines written as block elements or as <span class="line"> without a newline.
+    p = page('<pre><div>a = 1</div><div>b = 2</div></pre>'
+             '<pre><span class="line">x</span><span class="line">  y</span></pre>')
+    assert assemble_text(p, np.ones(p.num_nodes, bool)) == "a = 1\nb = 2\nx\n  y"
+
+
+def test_assemble_text_writes_a_data_table_row_per_line():
+    html = ("<table><caption>Fees</caption><thead><tr><th>Cost</th><th>Public</th>"
+            "<th>Private</th></tr></thead><tr><td>Credit <b>Hour</b></td><td>$337</td>"
+            "<td>$516</td></tr><tr><td></td><td>x</td><td>y</td></tr></table><p>After.</p>")
+    p = page(html)
+    assert assemble_text(p, np.ones(p.num_nodes, bool)) == (
+        "Fees\n| Cost | Public | Private |\n| Credit Hour | $337 | $516 |\n| | x | y |\n"
+        "After.")
+    # A dropped cell keeps its column; trailing empty cells are left off.
+    keep = np.ones(p.num_nodes, bool)
+    keep[[i for i, t in enumerate(p.tags) if t == "th"][1:]] = False
+    assert assemble_text(p, keep).split("\n")[1] == "| Cost |"
+    keep = np.ones(p.num_nodes, bool)
+    keep[[i for i, t in enumerate(p.tags) if t == "td"][1]] = False
+    assert assemble_text(p, keep).split("\n")[2] == "| Credit Hour | | $516 |"
+    # Layout tables (block content, one column, prose cells) stay one block per cell.
+    for layout in ("<table><tr><td><p>a</p></td><td>b</td></tr><tr><td>c</td><td>d</td></tr>"
+                   "</table>",
+                   "<table><tr><td>a</td></tr><tr><td>b</td></tr></table>",
+                   f"<table><tr><td>{'word ' * 250}</td><td>b</td></tr>"
+                   "<tr><td>c</td><td>d</td></tr></table>"):
+        p = page(layout)
+        assert "|" not in assemble_text(p, np.ones(p.num_nodes, bool))
+
+
+def test_complete_blocks_keeps_code_whole_and_tables_kept_mostly():
+    from scrapy_grownup.assembly import complete_blocks
+
+    p = page("<pre><span>a</span>\n<span>b</span></pre><p>x</p>"
+             "<table><tr><th>Name</th><th>Price</th></tr><tr><td>Alpha</td><td>$1</td></tr>"
+             "<tr><td>Beta</td><td>$2</td></tr></table>"
+             "<table><tr><td>one</td><td>two</td></tr><tr><td>three</td><td>four</td></tr>"
+             "</table>")
+    spans = [i for i, t in enumerate(p.tags) if t == "span"]
+    keep = np.zeros(p.num_nodes, bool)
+    keep[spans[0]] = True  # one line of the code block
+    for i, t in enumerate(p.tags):  # the first table without its header
+        if t == "td" and i < p.tags.index("table", p.tags.index("table") + 1):
+            keep[i] = True
+    keep[[i for i, t in enumerate(p.tags) if t == "td"][-1]] = True  # one cell of four
+    done = complete_blocks(p, keep)
+    assert keep.sum() < done.sum() and not np.array_equal(keep, done)
+    assert assemble_text(p, done) == (
+        "a\nb\n| Name | Price |\n| Alpha | $1 |\n| Beta | $2 |\n| | four |")
+    assert assemble_text(p, complete_blocks(p, np.zeros(p.num_nodes, bool))) == ""
+
+
 def test_clean_cleaneval_gold():
     raw = ("URL: http://example.com/x\r\n\r\n<p>Hello there\n   <h>A  title\n<l>* item one\n"
            "text with <b> inline tag\n")

@@ -112,6 +112,7 @@ def test_own_items_get_their_article_and_keep_their_fields(site, tmp_path):
         if item["section"] == "even":  # a dict: every article field, the user's title kept
             assert item["title"] == "kept title"
             assert "page_type" in item and "timing" in item
+            assert "markdown" not in item  # the Markdown once, in text
             assert item["authors"] == ["Staff Reporter"] and item["published"].startswith("2026")
         else:  # a dataclass: only the fields it declares
             assert set(item) == {"section", "url", "title", "text"}

@@ -441,6 +441,17 @@ def test_users_values_stay_and_markdown_can_fill_text():
     assert "nodes" not in item and set(item) <= set(article_fields()) | {"section"}
 
 
+def test_markdown_output_carries_the_markdown_once():
+    article = dataclasses.replace(ARTICLE, text="Body", markdown="# T\n\nBody")
+    values = article_values(article, text_field="markdown")
+    assert values["text"] == "# T\n\nBody" and "markdown" not in values
+    item = ArticleItem()
+    fill_item(item, values)
+    assert item["text"] == "# T\n\nBody" and "markdown" not in item
+    plain = article_values(article)  # text: the plain text, and the Markdown beside it
+    assert plain["text"] == "Body" and plain["markdown"] == "# T\n\nBody"
+
+
 @pytest.mark.parametrize("content_type,body,expected", [
     ("text/html; charset=utf-8", b"anything", True),
     ("application/xhtml+xml", b"<html/>", True),
