@@ -254,3 +254,26 @@ def test_utf16_pages_declared_in_the_http_header_reach_the_corpus(tmp_path):
     assert sorted(item["url"] for item in items) == ["http://news.example/narrow.html",
                                                      "http://news.example/wide.html"]
     assert not writer.totals["skipped/not_html_body"]
+
+
+def test_stale_temporaries_of_a_shared_directory_need_an_hour(tmp_path):
+    """Queue workers on other machines may share the directory, so there a dead-looking pid's
+    temporary is stale only when untouched for ``min_age`` seconds."""
+    import os
+    import subprocess
+    import sys
+
+    from scrapy_grownup.warc.manifest import remove_stale_temporaries
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(done.stdout)
+    (tmp_path / "shards").mkdir()
+    fresh = tmp_path / "shards" / f".a.safetensors.tmp-{dead}"
+    old = tmp_path / "shards" / f".b.safetensors.tmp-{dead}"
+    fresh.write_bytes(b"x" * 10)
+    old.write_bytes(b"y" * 20)
+    os.utime(old, (0, os.path.getmtime(old) - 7200))
+    assert remove_stale_temporaries(tmp_path, min_age=3600) == (1, 20)
+    assert fresh.exists() and not old.exists()
+    assert remove_stale_temporaries(tmp_path) == (1, 10) and not fresh.exists()

@@ -317,3 +317,81 @@ def test_a_damaged_archive_is_one_skip_and_the_next_ones_are_read(tmp_path):
     assert "'grownup/warc/files_damaged': 1" in result.stderr
     assert manifest["skipped"].get("corrupt") == 1
     assert len(list((out / "files").glob("*.json"))) == 3
+
+
+# Loaded by ``grownup warc`` through PYTHONPATH: the first shard written stops after its
+# temporary file is complete but before the rename, and says so (the moment of a kill -9).
+HANG_SAVE = '''
+import os
+import time
+
+import safetensors.numpy as st
+
+_save_file = st.save_file
+
+
+def save_file(tensors, filename, *args, **kwargs):
+    result = _save_file(tensors, filename, *args, **kwargs)
+    flag = os.environ.get("GROWNUP_TEST_SAVE_FLAG")
+    if flag and ".tmp-" in filename and "shard" in os.path.basename(os.path.dirname(filename)):
+        with open(flag, "w") as handle:
+            handle.write(filename)
+        time.sleep(3600)
+    return result
+
+
+st.save_file = save_file
+'''
+
+
+def test_a_kill_during_a_shard_write_leaves_nothing_after_the_rerun(tmp_path):
+    """kill -9 while a shard is written leaves its temporary (``.<shard>.tmp-<pid>``), which
+    reruns never removed (104 MB in the probe). The next run removes the temporaries of dead
+    processes, only those of the writer's own naming, and finishes the corpus."""
+    import signal
+    import time
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(HANG_SAVE)
+    archive = write_warc(tmp_path / "in.warc.gz", _story_pages(6))
+    out = tmp_path / "corpus"
+    flag = tmp_path / "saving"
+    environment = child_env()
+    environment["PYTHONPATH"] = os.pathsep.join([str(hooks), environment["PYTHONPATH"]])
+    environment["GROWNUP_TEST_SAVE_FLAG"] = str(flag)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scrapy_grownup.cli", "warc", str(archive), "--output", str(out),
+         "--workers", "1", "--shard-pages", "2"], env=environment, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert flag.exists(), "no shard write started"
+        time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+    left = Path(flag.read_text())
+    assert left.is_file() and left.stat().st_size > 0 and left.name.startswith(".")
+    # A spill directory and a marker temporary of the dead process, a temporary of a running
+    # process (this one) and files that only look alike: only the first two are stale.
+    (out / f".pairs-spill-{process.pid}").mkdir()
+    (out / f".pairs-spill-{process.pid}" / "part-00000.tsv").write_text("x\n")
+    (out / "files").mkdir(exist_ok=True)
+    (out / "files" / f".k.json.tmp-{process.pid}").write_text("{}")
+    alive = out / "shards" / f".other.safetensors.tmp-{os.getpid()}"
+    alive.write_bytes(b"x")
+    keep = [out / "shards" / "notes.tmp-1", out / ".notes.tmp", out / "shards" / ".x.tmp-1a"]
+    for path in keep:
+        path.write_text("mine")
+    result = grownup(archive, "--output", out, "--workers", "1", "--shard-pages", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not left.exists()
+    assert not (out / f".pairs-spill-{process.pid}").exists()
+    assert not (out / "files" / f".k.json.tmp-{process.pid}").exists()
+    assert alive.exists() and all(path.exists() for path in keep)
+    summary = json.loads(result.stderr.strip().splitlines()[-1])
+    assert summary["pages"] == 6 and summary["this_run"]["stale_temporaries_removed"] == 3
+    assert "removed 3 temporary files" in result.stderr

@@ -52,6 +52,9 @@ def spec_from_data(data: bytes | str, encoding: str = "utf-8") -> str | None:
     return text or None
 
 
+SHARED_STALE_SECONDS = 3600.0
+
+
 class WarcRedisSpider(RedisMixin, WarcSpider):
     """``grownup_warc`` reading the archives named in a Redis list."""
 
@@ -62,6 +65,9 @@ class WarcRedisSpider(RedisMixin, WarcSpider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.setup_redis(crawler)
+        # Workers on other machines may share the directory: their temporaries' pids mean
+        # nothing here, so only those untouched for an hour are taken for stale.
+        spider.writer.stale_age = SHARED_STALE_SECONDS
         return spider
 
     def check_inputs(self) -> None:

@@ -25,8 +25,8 @@ from typing import AsyncIterator, Callable
 
 from ..errors import EmptyPageError, GrownupError, NotHTMLError
 from ..workers import FeaturizerPool, PageTimeoutError, WorkerCrashedError
-from .manifest import (ensure_config, finalize, is_done, now, worker_id, write_failure,
-                       write_marker)
+from .manifest import (ensure_config, finalize, is_done, now, remove_stale_temporaries,
+                       worker_id, write_failure, write_marker)
 from .pairs import site_key
 from .reader import Candidate, RecordReader, Skip
 from .settings import WarcSettings
@@ -96,6 +96,9 @@ class CorpusWriter:
         self._lock: asyncio.Lock | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._last_log = 0
+        # How old a dead process's temporary must be before ``open`` removes it: 0 for a
+        # directory this run has to itself; queue workers sharing one set an hour.
+        self.stale_age = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
@@ -115,6 +118,11 @@ class CorpusWriter:
             "record_types": list(s.record_types),
         })
         (self.directory / SHARD_DIR).mkdir(parents=True, exist_ok=True)
+        removed, freed = remove_stale_temporaries(self.directory, self.stale_age)
+        if removed:
+            self.inc("stale_temporaries_removed", removed)
+            logger.warning("%s: removed %d temporary files (%.1f MB) left by an interrupted "
+                           "run", self.directory, removed, freed / 1e6)
         self.encoder = encoder  # set last: a writer whose directory was refused stays unopened
         if self.pool is None:
             self.pool = FeaturizerPool(s.workers, s.limits, s.max_pending,
