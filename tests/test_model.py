@@ -554,3 +554,42 @@ def test_presets_command_reports_the_papers_parameter_count(capsys):
     assert [c.strip() for c in paper[2:5]] == ["5", "5", "256"]
     # The paper reports ~11M parameters; with our 384-d MiniLM blocks the count lands there too.
     assert 10_000_000 < int(paper[7].strip().replace(",", "")) < 13_000_000
+
+
+def test_a_config_with_edited_sizes_is_refused_before_anything_is_built(tmp_path):
+    """A hostile config.json (hidden_size raised, its checksum removed) built the whole model
+    (4.8 GB in the probe) before the shapes were compared. The shapes are now checked against
+    the weights' safetensors header on a model built on the meta device: the load fails at
+    once, with a few MB of memory, in a fresh process."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.crawl_support import ROOT, child_env
+
+    directory = tmp_path / "hostile"
+    shutil.copytree(ROOT / "scrapy_grownup" / "assets" / "models" / "fast", directory)
+    doc = json.loads((directory / "config.json").read_text())
+    doc["config"]["hidden_size"] = 2304  # about 250 million parameters: 1 GB in float32
+    doc.pop("weights_sha256", None)
+    (directory / "config.json").write_text(json.dumps(doc))
+    script = (
+        "import resource, sys, time\n"
+        "from scrapy_grownup import ArticleExtractor\n"
+        "from scrapy_grownup.errors import ModelLoadError\n"
+        "import torch\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "start = time.perf_counter()\n"
+        "try:\n"
+        "    ArticleExtractor.from_pretrained(sys.argv[1], device='cpu')\n"
+        "except ModelLoadError as exc:\n"
+        "    print('refused:', exc)\n"
+        "grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(f'grown_kb={grown} seconds={time.perf_counter() - start:.2f}')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(directory)], capture_output=True,
+                          text=True, env=child_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused:" in done.stdout and "does not match config.json" in done.stdout
+    assert "wrong shapes" in done.stdout
+    grown_kb = int(done.stdout.split("grown_kb=")[1].split()[0])
+    assert grown_kb < 200_000, done.stdout  # not the gigabyte of parameters

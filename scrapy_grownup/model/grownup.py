@@ -251,6 +251,11 @@ class GrownUpModel(nn.Module):
         if verify_checksum and expected_digest and _sha256(weights) != expected_digest:
             raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
                                  f"not the one config.json was written with)")
+        # Before anything is allocated: the shapes config.json implies (a model built on the
+        # meta device, no memory) must be those of the weights (their safetensors header). A
+        # config whose sizes were edited (a huge hidden_size, no checksum) would otherwise build
+        # gigabytes of parameters first.
+        _check_shapes(cls, config, weights, directory)
         try:
             tensors = load_file(str(weights), device=str(torch.device(map_location)))
         except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
@@ -280,6 +285,37 @@ class GrownUpModel(nn.Module):
         model.load_state_dict(state, strict=True)
         model.to(torch.device(map_location))
         return model.eval()
+
+
+def _check_shapes(cls, config: ModelConfig, weights: Path, directory: Path) -> None:
+    """``ModelLoadError`` unless the tensors ``config`` implies are exactly those in the
+    header of ``weights``, by name and shape; reads no tensor data, allocates no parameter."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(weights), framework="pt") as handle:
+            found = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
+    try:
+        with torch.device("meta"):
+            skeleton = cls(config)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    wrong = [f"{name} {found[name]} != {shape}" for name, shape in expected.items()
+             if name in found and found[name] != shape]
+    if missing or unexpected or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing tensors {_abbrev(missing)}")
+        if unexpected:
+            parts.append(f"unexpected tensors {_abbrev(unexpected)}")
+        if wrong:
+            parts.append(f"wrong shapes {_abbrev(wrong)}")
+        raise ModelLoadError(f"{weights}: does not match config.json: " + "; ".join(parts))
 
 
 def input_rows(batch: Any, name: str, rows: Tensor | None = None) -> Tensor:
