@@ -2,11 +2,18 @@
 
 Green is content, red is boilerplate, the strength of the colour is the model's confidence.
 People look at this picture to see why an extraction went wrong.
+
+The report is inert: opening it runs none of the page's code and contacts no host. Scripts,
+event-handler attributes (``onload``, ``onerror``...), ``javascript:`` URLs, frames, objects,
+embeds, ``<link>`` (stylesheets, preloads), ``<base>`` and ``<meta>`` are removed, and a
+Content-Security-Policy in the report's head forbids every script, frame, font, fetch and remote
+resource (remote images and stylesheets included; inline styles and ``data:`` images stay).
 """
 
 from __future__ import annotations
 
 import html as html_lib
+import re
 from pathlib import Path
 
 from lxml import etree
@@ -21,6 +28,37 @@ _LEGEND = (
     '<span style="background:rgba(220,0,0,.45)">boilerplate</span> '
     "&#183; {kept}/{total} text elements kept</div>"
 )
+
+
+# Elements that run code, embed other documents or load resources by themselves: removed with
+# their content...
+ACTIVE_TAGS = ("script", "iframe", "frame", "link", "base", "meta", "portal", "fencedframe")
+# ...or unwrapped: what they hold is fallback content (and libxml2, which does not know that
+# <embed> is empty, hangs the rest of the page under it).
+UNWRAPPED_TAGS = ("object", "embed", "applet", "frameset", "noscript")
+# What the browser may do when the report is opened: nothing but the report's own inline styles
+# and data: images.
+POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src 'none'; "
+          "script-src 'none'; object-src 'none'; frame-src 'none'; connect-src 'none'; "
+          "form-action 'none'; base-uri 'none'")
+_SCRIPT_URL = re.compile(r"^\s*(?:javascript|vbscript|data\s*:\s*text/html)", re.I)
+
+
+def make_inert(root) -> None:
+    """Strip the page's active content in place (see the module docstring)."""
+    etree.strip_elements(root, *ACTIVE_TAGS, with_tail=False)  # with content, tails kept
+    etree.strip_tags(root, *UNWRAPPED_TAGS)
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        for name in list(el.attrib):
+            local = name.rsplit("}", 1)[-1].lower()
+            if local.startswith("on") or local in ("srcdoc", "ping", "formaction"):
+                del el.attrib[name]
+            elif _SCRIPT_URL.match(el.attrib[name] or "") and local in (
+                    "href", "src", "action", "data", "xlink:href", "background", "poster",
+                    "codebase", "cite", "dynsrc", "lowsrc", "srcset"):
+                del el.attrib[name]
 
 
 def shade(score: float, threshold: float) -> str:
@@ -61,8 +99,11 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
     if head is None:
         head = etree.Element("head")
         root.insert(0, head)
+    make_inert(root)
     meta = etree.Element("meta", charset="utf-8")
     head.insert(0, meta)
+    head.insert(1, etree.Element("meta", {"http-equiv": "Content-Security-Policy",
+                                          "content": POLICY}))
     return "<!DOCTYPE html>\n" + etree.tostring(root, method="html", encoding="unicode")
 
 

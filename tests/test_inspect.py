@@ -65,3 +65,38 @@ def test_report_screenshot_in_headless_chromium(tmp_path):
     below = image.getpixel((600, 500))  # inside the div
     assert top[1] > top[0] + 40, f"paragraph should be green, got {top}"
     assert below[0] > below[1] + 40, f"div should be red, got {below}"
+
+
+HOSTILE = b"""<html><head><base href="http://evil.example/">
+<link rel="stylesheet" href="http://evil.example/x.css"><link rel="preload" href="http://evil.example/f">
+<meta http-equiv="refresh" content="0;url=http://evil.example/">
+<style>@import url(http://evil.example/y.css); p { color: black }</style>
+<script>fetch('http://evil.example/')</script></head>
+<body onload="alert(1)">
+<p onclick="alert(2)">The first paragraph of the story, with enough words to be content.</p>
+<img src="http://evil.example/pixel.gif" onerror="alert(3)">
+<iframe src="http://evil.example/frame" srcdoc="<script>alert(4)</script>"></iframe>
+<object data="http://evil.example/o.swf"></object><embed src="http://evil.example/e.swf">
+<a href="javascript:alert(5)">a link</a> <a href="http://example.org/ok">a real link</a>
+<svg onload="alert(6)"><a xlink:href="javascript:alert(7)">svg link</a></svg>
+<form action="javascript:alert(8)"><button formaction="http://evil.example/">go</button></form>
+<p>The second paragraph of the story keeps its text after the removed elements.</p>
+</body></html>"""
+
+
+def test_report_is_inert():
+    """The report kept onload/onerror handlers, iframes and external stylesheets: opening it
+    ran the page's scripts and contacted remote hosts."""
+    from scrapy_grownup.inspect_report import POLICY, render_report
+
+    report = render_report(FixedScores(), HOSTILE)
+    lowered = report.lower()
+    for needle in ("onload", "onerror", "onclick", "<iframe", "srcdoc", "<link", "<object",
+                   "<embed", "<base", "javascript:", "<script", "http-equiv=\"refresh\"",
+                   "formaction"):
+        assert needle not in lowered, needle
+    assert f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">' in report
+    assert "default-src 'none'" in POLICY and "script-src 'none'" in POLICY
+    assert "The second paragraph of the story" in report  # the page itself is still there
+    assert 'href="http://example.org/ok"' in report
+    assert report.count('data-grownup-score="0.950"') == 2
