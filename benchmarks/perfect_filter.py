@@ -39,7 +39,7 @@ from scrapy_grownup.metrics import lcs_scores, shingle_f1  # noqa: E402
 
 DEFAULT = (
     "dragnet:test", "dragnet+comments:test", "cleaneval:test", "pagetype:all", "l3s_gn1:all",
-    "cleanportaleval:test",
+    "cleanportaleval:test", *(f"{name}:all" for name in datasets.MODERN_DATASETS),
 )
 
 

@@ -72,29 +72,12 @@ DATASETS: dict[str, str] = {
     "newspaper_2014_silver": "newspaper_2014_silver",
     "newspaper4k_silver": "newspaper4k_silver",
 }
-# The modern sets: one layout, split "all", gold conventions per set (see ``GOLD_CONVENTIONS``).
+# The modern sets: one layout, split "all".
 MODERN_DATASETS = ("wcxb_dev", "fundus", "fundus_history", "magic_html_article",
                    "magic_html_forum", "postlight_silver", "newspaper_2014_silver",
                    "newspaper4k_silver")
 # Gold written by another extractor, not by people: weighted lower in training.
 SILVER_DATASETS = frozenset({"postlight_silver", "newspaper_2014_silver", "newspaper4k_silver"})
-# What each set's gold holds beside the body (from each set's README): whether the headline is
-# part of it, and image captions.
-GOLD_CONVENTIONS: dict[str, dict[str, bool]] = {
-    "dragnet": {"title": True, "captions": True},
-    "cleaneval": {"title": True, "captions": True},
-    "cleanportaleval": {"title": True, "captions": True},
-    "pagetype": {"title": False, "captions": False},
-    "l3s_gn1": {"title": True, "captions": False},
-    "wcxb_dev": {"title": False, "captions": False},
-    "fundus": {"title": False, "captions": False},
-    "fundus_history": {"title": False, "captions": False},
-    "magic_html_article": {"title": True, "captions": True},
-    "magic_html_forum": {"title": False, "captions": False},
-    "postlight_silver": {"title": False, "captions": True},
-    "newspaper_2014_silver": {"title": False, "captions": False},
-    "newspaper4k_silver": {"title": False, "captions": False},
-}
 _ALIASES = {"cleaneval_en": "cleaneval", "l3s": "l3s_gn1", "l3s-gn1": "l3s_gn1"}
 
 SPLITS: dict[str, tuple[str, ...]] = {
