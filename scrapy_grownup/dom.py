@@ -16,6 +16,7 @@ from lxml import etree
 
 from .attributes import attribute_words
 from .decoding import decode_html, sniff_binary
+from .nesting import flatten_deep, hit_depth_limit
 from .errors import EmptyPageError, ParseError, own_error
 from .fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
 from .limits import PageLimits
@@ -68,7 +69,8 @@ class PageStructure:
     lang: str | None = None
     meta: dict[str, str] = field(default_factory=dict)
     json_ld: list[str] = field(default_factory=list)
-    truncated: list[str] = field(default_factory=list)  # reasons: "bytes", "nodes", "depth"
+    # caps hit: "bytes", "nodes", "depth", "libxml2_depth" (see ``nesting``)
+    truncated: list[str] = field(default_factory=list)
     positions: np.ndarray | None = None  # float32 [n, 32] Laplacian eigenvectors
     # Nodes opened before each run was emitted: places a run exactly between its owner's child
     # elements (a tail after ``<br>`` vs after the next empty child), which markdown needs.
@@ -275,7 +277,13 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     if not data.strip():
         raise EmptyPageError("empty body")
     try:
-        root = etree.fromstring(data, _parser())
+        parser = _parser()
+        root = etree.fromstring(data, parser)
+        if hit_depth_limit(parser):
+            # libxml2 stopped at 2,048 levels and dropped the rest of the page: parse again
+            # with the tags nested deeper than FLATTEN_DEPTH left out (their text is kept).
+            root = etree.fromstring(flatten_deep(data), _parser())
+            truncated.append("libxml2_depth")
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         raise EmptyPageError(f"no HTML element could be parsed: {exc}") from None
     if root is None or not isinstance(root.tag, str):

@@ -179,3 +179,35 @@ def test_declared_utf16_without_bom_and_plain_str_bodies():
         with pytest.raises(NotHTMLError):
             parse_page(text.encode("utf-8"), positions=False)
     assert parse_page("<p>Hello</p>", positions=False).seg_text == ["Hello"]
+
+
+def test_nesting_deeper_than_libxml2_keeps_the_rest_of_the_page():
+    """libxml2 stops at 2,048 levels and dropped everything after that point (the deep text
+    and the rest of the page) without a flag. Now the page is parsed again with the tags below
+    1,024 levels left out: every word is kept, and ``truncated`` says "libxml2_depth"."""
+    import time
+
+    for levels in (2_100, 5_000, 100_000):
+        html = ("<html><body><p>Before the nest.</p>" + "<div>" * levels +
+                "<p>deep text</p>" + "</div>" * levels + "<p>After the nest.</p></body></html>")
+        start = time.perf_counter()
+        p = parse_page(html.encode(), positions=False)
+        assert time.perf_counter() - start < 5
+        text = " ".join(p.seg_text)
+        assert "Before the nest." in text and "deep text" in text and "After the nest." in text
+        assert p.truncated == ["libxml2_depth", "depth"]
+    shallow = "<div>" * 2_000 + "<p>x</p>" + "</div>" * 2_000
+    assert "libxml2_depth" not in page(f"<html><body>{shallow}</body></html>").truncated
+
+
+def test_flatten_deep_counts_only_real_tags():
+    from scrapy_grownup.nesting import flatten_deep
+
+    doc = (b"<div><!-- <div><div> --><script>'<div><div>'</script><br><img src=x/>"
+           b"<div><div><p>deep</p></div></div>tail</div>")
+    assert flatten_deep(doc, limit=2) == (b"<div><!-- <div><div> --><script>'<div><div>'"
+                                          b"</script><br><img src=x/><div>deep</div>tail</div>")
+    assert flatten_deep(doc, limit=10) == doc
+    # Past the limit a raw-text element goes whole; an unclosed comment or tag ends the scan.
+    assert flatten_deep(b"<a><b><style>x</style>t</b></a>", limit=1) == b"<a>t</a>"
+    assert flatten_deep(b"<a><!-- open", limit=0) == b"<!-- open"
