@@ -181,11 +181,14 @@ def test_output_format_is_checked():
 
 # -- real pages ---------------------------------------------------------------------------------
 # Golden text and Markdown of one part of a real page each (wcxb_dev, unpacked from
-# ../shared/data at test time; only the expected output of that part is in tests/golden/real).
+# ../shared/data at test time). The pages' text is their publishers' and never enters the
+# repository: tests/golden/real_pages.json keeps only each expected output's SHA-256 and line
+# count; a mismatch writes the output under the test's tmp_path for review, and
+# GROWNUP_UPDATE_GOLDEN=1 records the digests of the current output.
 # The kept nodes are chosen by tag and text, not by a model, so the files test assembly alone:
 # ``keep`` subtrees are kept, then ``drop`` subtrees and ``drop_all`` elements with exactly that
 # text are dropped; ``complete`` applies the extractor's ``complete_blocks``.
-REAL = GOLDEN / "real"
+REAL_DIGESTS = GOLDEN / "real_pages.json"
 REAL_CASES = {
     # a shell session in <pre><code> with highlighter spans, between paragraphs with links
     "code_shell": ("wcxb_dev", "0407", {"keep": [("p", "Use the following commands to launch"),
@@ -257,16 +260,29 @@ def real_case(name):
     return page, keep
 
 
+def _digest(output: str) -> dict:
+    import hashlib
+
+    return {"sha256": hashlib.sha256(output.encode("utf-8")).hexdigest(),
+            "lines": output.count("\n")}
+
+
 @pytest.mark.parametrize("name", sorted(REAL_CASES))
-def test_real_page_golden_text_and_markdown(name):
+def test_real_page_golden_text_and_markdown(name, tmp_path):
+    import json
+
     page, keep = real_case(name)
     text, markdown = assemble_text(page, keep) + "\n", to_markdown(page, keep) + "\n"
+    got = {f"{kind}_{key}": value for kind, output in (("text", text), ("markdown", markdown))
+           for key, value in _digest(output).items()}
+    digests = json.loads(REAL_DIGESTS.read_text(encoding="utf-8"))
     if os.environ.get("GROWNUP_UPDATE_GOLDEN"):
-        REAL.mkdir(exist_ok=True)
-        (REAL / f"{name}.txt").write_text(text, encoding="utf-8")
-        (REAL / f"{name}.md").write_text(markdown, encoding="utf-8")
-    assert text == (REAL / f"{name}.txt").read_text(encoding="utf-8")
-    assert markdown == (REAL / f"{name}.md").read_text(encoding="utf-8")
+        digests[name] = got
+        REAL_DIGESTS.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+    if got != digests[name]:
+        (tmp_path / f"{name}.txt").write_text(text, encoding="utf-8")
+        (tmp_path / f"{name}.md").write_text(markdown, encoding="utf-8")
+    assert got == digests[name], f"output differs from the golden digest; see {tmp_path}"
     # the same words in both, whatever the markup
     words = re.findall(r"\w+", re.sub(r"\]\([^)]*\)|^```\w*$|^\|(?: --- \|)+$", "", markdown,
                                       flags=re.M))
