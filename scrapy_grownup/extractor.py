@@ -241,6 +241,11 @@ class ArticleExtractor:
         keep = complete_blocks(page, keep)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
+        if outputs is not None and outputs.get("roles") is not None:
+            from .role_fields import role_fields
+
+            # comments and related links only where they are what their names say
+            heads.update(role_fields(page, keep, outputs["roles"], self.model.role_names))
         fields = content_fields(page, keep, self.output_format, markdown=False)
         article = Article(
             **heads,

@@ -47,7 +47,7 @@ def extract_metadata(page: PageStructure, keep=None) -> Metadata:
         title=title(page, keep, ld, site, head=head),
         authors=authors(page, ld, keep),
         published=published(page, ld, keep, head=head),
-        language=language(page, ld),
+        language=language(page, ld, keep),
         canonical_url=canonical_url(page, ld),
         site_name=site,
     )
@@ -199,9 +199,7 @@ def title(page: PageStructure, keep=None, ld: _LinkedData | None = None,
         for source in sources:
             if _norm(source) == key or key in map(_norm, _title_parts(source)):
                 return text
-    if headline:
-        return headline
-    for source in sources:
+    for source in sources:  # JSON-LD headline first: its site part goes too
         cleaned = _strip_site(source, site, page.url)
         if cleaned:
             return cleaned
@@ -230,17 +228,47 @@ def _site_names(site: str | None, url: str | None) -> set[str]:
 def _strip_site(text: str, site: str | None, url: str | None) -> str:
     """``text`` without leading or trailing parts that name the site ("Headline | Site").
 
-    Only parts known to be the site (``og:site_name``, the publisher, the host name) go: a
-    guess by length cuts real titles ("Plans & Packages | Professional Tutoring") too often.
+    Only parts known to be the site go (``_names_site``: ``og:site_name`` / the publisher and
+    the host name): a guess by length cuts real titles ("Plans & Packages | Professional
+    Tutoring") too often.
     """
     parts = _title_parts(text)
     if len(parts) < 2:
         return text
-    squashed = _site_names(site, url)
-    rest = [p for p in parts if _norm(p).replace(" ", "") not in squashed]
+    rest = [p for p in parts if not _names_site(p, site, url)]
     if not rest or len(rest) == len(parts):
         return text
     return text[text.find(rest[0]): text.rfind(rest[-1]) + len(rest[-1])]
+
+
+def _names_site(part: str, site: str | None, url: str | None) -> bool:
+    """Whether a title part names the site: it is the site name or the host name ("Rust Blog"
+    on rust-lang.org's blog host); its words are all in the site name ("Liberty University"
+    of "Liberty University Online") or the site name's are all in it, with at most two more
+    ("REI Co-op" of "REI"); it is the site name's initials ("WFA", World Future Awards); or
+    each of its (at most three) words is in the host name ("Rust Blog" on
+    blog.rust-lang.org)."""
+    key = _norm(part)
+    if not key:
+        return False
+    squashed = key.replace(" ", "")
+    if squashed in _site_names(site, url):
+        return True
+    words = key.split()
+    if len(words) > 5:
+        return False
+    site_words = _norm(site or "").split()
+    if site_words:
+        if set(words) <= set(site_words) or (
+                set(site_words) <= set(words) and len(words) <= len(site_words) + 2):
+            return True
+        if len(words) == 1 and len(site_words) >= 2 and \
+                squashed == "".join(w[0] for w in site_words):
+            return True
+    host = (url_host(url) or "").removeprefix("www.")
+    host = _norm(host.rsplit(".", 1)[0]).replace(" ", "") if "." in host else ""
+    return bool(host) and len(words) <= 3 and all(
+        len(w) >= 3 and w in host for w in words)
 
 
 HEADING_TAGS = ("h1", "h2", "h3")
@@ -302,9 +330,9 @@ def node_full_text(page: PageStructure, node: int) -> str:
 AUTHOR_META = ("author", "article:author", "parsely-author", "sailthru.author", "dc.creator",
                "dcterms.creator", "citation_author", "byl", "og:article:author", "creator",
                "twitter:data1")
-_BY = re.compile(r"^(?:(?:written|posted|published|authored|reviewed|edited|words|story|"
-                 r"photos?|text|article)\s*)?(?:by|from|authors?|von|par|por|di)(?:\b|(?=[A-Z]))"
-                 r"[\s:]*", re.IGNORECASE)
+_BY = re.compile(r"^(?:(?:written|posted|post|published|authored|reviewed|edited|words|story|"
+                 r"photos?|text|article)\s*)?(?:by|from|authors?|von|par|por|di)"
+                 r"(?:\b|(?-i:(?=[A-Z])))[\s:]*", re.IGNORECASE)  # "ByJane", never "Di|ana"
 _AUTHOR_SPLIT = re.compile(r"\s*(?:;|\||\band\b|&|\bund\b|\bet\b|\by\b)\s*", re.IGNORECASE)
 _NAME_TAIL = re.compile(
     r"\s+(?:(?:published|updated|posted|on|last|reviewed|modified)\b|\d|" + r"(?:january|"
@@ -314,17 +342,44 @@ _CREDENTIALS = frozenset("""md phd ph d rn dr mba msc bsc ma ba jd cpa esq jr sr
     do np pa lcsw mph""".split())
 _NOT_NAMES = frozenset("""undefined null none admin administrator anonymous unknown author
     the author staff editor editors guest name team user january february march april june
-    july august september october november december""".split())
+    july august september october november december jan feb mar apr jun jul aug sep sept oct
+    nov dec monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur
+    thurs fri sat sun""".split())
+# Words no name is made of: "Follow the author", "Get in touch", "This review is".
+_NOT_NAME_WORDS = frozenset("""is are was this that these get follow visit read more in to for
+    from by with about view all posts see contact touch here click share says wrote writes
+    reply comment comments""".split())
+_FORM_LABELS = frozenset({"your name", "full name", "first name", "last name", "nickname"})
+# A part that names a role, not a person ("Senior Reporter", "Shipping Expert"), by its last
+# word, or one of these before "at" / "of" ("Editor at Wired").
+_ROLES = frozenset("""reporter reporters editor editors correspondent correspondents writer
+    writers contributor contributors columnist columnists journalist journalists expert experts
+    producer photographer photographers analyst analysts director manager founder cofounder
+    co-founder ceo cto cfo coo president chief intern specialist strategist consultant
+    researcher scientist professor lecturer student nutritionist dietitian therapist
+    redaktion redakteur redakteurin korrespondent korrespondentin autor autorin reporterin
+    journaliste rédacteur rédactrice correspondant correspondante envoyé envoyée periodista
+    redactor redactora corresponsal giornalista""".split())
+# Words that open a parenthesis of co-authors: "Martin Untersinger (avec Damien Leloup et
+# Morgane Tual)" is three authors; any other parenthesis ("(obe)", "(Reuters)") is dropped.
+_COAUTHORS = re.compile(r"^(?:with|avec|mit|con|com|met|med|and|und|et|y|e|&|additional "
+                        r"reporting(?: by)?|reporting by|also by)\s+", re.IGNORECASE)
 
 
 def split_authors(text: str) -> list[str]:
-    """One author string ("By A, B and C") as a list of names, cleaned and deduplicated."""
+    """One author string ("By A, B and C") as a list of names, cleaned and deduplicated.
+
+    A parenthesis never splits a name: one of co-authors ("(avec B et C)", "(with B)") adds
+    them, any other ("(obe)", "(Reuters)", a lone "(") is dropped; a role ("A B, Senior
+    Reporter") beside a name is not one."""
     text = _clean(text, unescape=True)
     if not text:
         return []
+    text = _parentheses(text)
     out: list[str] = []
     for part in _AUTHOR_SPLIT.split(text):
         pieces = [p.strip() for p in part.split(",")]
+        pieces = [p for p in pieces if not _is_role(p)] or pieces  # "Staff Writer" alone stays
         # "Last, First" stays whole; "A B, C D" is two authors; "A B, PhD" keeps the name.
         if len(pieces) > 1 and not any(len(p.split()) > 1 for p in pieces):
             pieces = [part]
@@ -335,10 +390,38 @@ def split_authors(text: str) -> list[str]:
     return out
 
 
+def _parentheses(text: str) -> str:
+    """``text`` with its parentheses resolved: co-authors appended after a ";", anything else
+    inside parentheses (and an unbalanced one with what follows it) dropped."""
+    if "(" not in text and ")" not in text:
+        return text
+    more: list[str] = []
+
+    def inner(m: re.Match) -> str:
+        lead = _COAUTHORS.match(m.group(1).strip())
+        if lead:
+            more.append(m.group(1).strip()[lead.end():])
+        return " "
+
+    text = re.sub(r"\(([^()]*)\)", inner, text)
+    text = text.split("(", 1)[0].replace(")", " ")
+    return "; ".join([" ".join(text.split())] + more)
+
+
+def _is_role(piece: str) -> bool:
+    words = _norm(piece).split()
+    if not words or len(words) > 6:
+        return False
+    if words[-1] in _ROLES:
+        return True
+    return any(w in _ROLES and i + 1 < len(words) and words[i + 1] in ("at", "of", "for")
+               for i, w in enumerate(words))
+
+
 def _clean_name(name: str) -> str:
     """A person or organisation name without "By", dates and roles, or "" when it is none."""
-    name = _BY.sub("", _clean(name)).strip(" .,:;-–—|/*")
-    name = _NAME_TAIL.sub("", name).strip(" .,:;-–—|/*")
+    name = _BY.sub("", _clean(name)).strip(" .,:;-–—|/*»«›‹•·~")
+    name = _NAME_TAIL.sub("", name).strip(" .,:;-–—|/*»«›‹•·~")
     name = re.sub(r"^@", "", name)
     key = _norm(name)
     if not key or key in _CREDENTIALS or key.replace(" ", "") in _CREDENTIALS or key in _NOT_NAMES:
@@ -347,6 +430,8 @@ def _clean_name(name: str) -> str:
         return ""
     if len(name.split()) > 5 or len(name) > 60 or any(c.isdigit() for c in name):
         return ""
+    if _NOT_NAME_WORDS & set(key.split()) or key in _FORM_LABELS:
+        return ""  # a sentence or a label, not a name ("Follow the author", "Get in touch")
     return name if any(c.isalpha() for c in name) else ""
 
 
@@ -354,7 +439,8 @@ def authors(page: PageStructure, ld: _LinkedData | None = None, keep=None) -> li
     """Authors from JSON-LD, then author meta tags, then microdata, ``rel=author`` and bylines.
 
     JSON-LD authors typed as organisations are left out: they name the publisher (which is
-    ``site_name``), not a byline.
+    ``site_name``), not a byline. (A name equal to the site name stays: on a personal blog or
+    a company blog without bylines it is the author the page gives, and the gold agrees.)
     """
     ld = ld or _LinkedData(json_ld_objects(page))
     for source in (lambda: _ld_authors(ld), lambda: _meta_authors(page),
@@ -660,15 +746,93 @@ def _byline_date(page: PageStructure, keep, head: int | None) -> str | None:
 # ----------------------------------------------------------------------------------------------
 # Language, canonical URL, site name
 
-def language(page: PageStructure, ld: _LinkedData | None = None) -> str | None:
-    """``<html lang>``, else ``content-language``, ``og:locale`` or JSON-LD ``inLanguage``."""
+# Detection (py3langid) on this many characters of the content: ~2.5 ms a page.
+LANGUAGE_SAMPLE_CHARS = 2000
+# With no declared language, the detected one is taken at this probability or above.
+DETECTED_MIN_PROBABILITY = 0.9
+# A declared language is replaced by the detected one only when the text is this long and the
+# detection this sure: a page's lang attribute is mostly right, and wrong mostly because a
+# template says "en" over text in another language.
+OVERRIDE_MIN_CHARS = 300
+OVERRIDE_MIN_PROBABILITY = 0.999
+# Languages a detector confuses: where the declared one is among them, it stands.
+_CLOSE_LANGUAGES = ({"no", "nb", "nn", "da"}, {"id", "ms"}, {"hr", "bs", "sr", "sh"},
+                    {"zh", "wuu", "yue"}, {"cs", "sk"}, {"gl", "pt", "es"}, {"ca", "es"})
+_OLD_CODES = {"in": "id", "iw": "he", "ji": "yi", "jw": "jv"}  # and "wuu" (Wu) reads as "zh"
+
+
+def language(page: PageStructure, ld: _LinkedData | None = None, keep=None,
+             detect: bool = True) -> str | None:
+    """The declared language (``<html lang>``, else ``content-language``, ``dc.language``,
+    ``og:locale``, JSON-LD ``inLanguage``), checked against the language detected in the text
+    (the content's runs when ``keep`` is given, else the page's): with none declared the
+    detected one (at ``DETECTED_MIN_PROBABILITY``), and a declared one the text plainly
+    contradicts (``OVERRIDE_*``, not a close language) gives way to the detected one.
+    ``detect=False``: the declared language alone."""
     ld = ld or _LinkedData(json_ld_objects(page))
+    declared = None
     for value in (page.lang, page.meta.get("content-language"), page.meta.get("dc.language"),
                   page.meta.get("og:locale"), _text_value(ld.field("inLanguage"))):
-        code = _language_code(value)
-        if code:
-            return code
-    return None
+        declared = _language_code(value)
+        if declared:
+            break
+    if not detect:
+        return declared
+    sample = _text_sample(page, keep)
+    if not sample:
+        return declared
+    found, probability = detect_language(sample)
+    if not found:
+        return declared
+    if declared is None:
+        return found if probability >= DETECTED_MIN_PROBABILITY else None
+    primary = declared.split("-")[0]
+    if found != primary and probability >= OVERRIDE_MIN_PROBABILITY \
+            and len(sample) >= OVERRIDE_MIN_CHARS \
+            and not any(found in group and primary in group for group in _CLOSE_LANGUAGES):
+        return found
+    return declared
+
+
+def _text_sample(page: PageStructure, keep=None) -> str:
+    """Up to ``LANGUAGE_SAMPLE_CHARS`` of the content's text (the whole page's when ``keep``
+    is None or keeps under 50 characters)."""
+    runs: list[int] = []
+    if keep is not None and len(page.seg_text):
+        runs = np.flatnonzero(np.asarray(keep, dtype=bool)[page.seg_owner]).tolist()
+    for candidate in (runs, range(len(page.seg_text))):
+        parts, size = [], 0
+        for k in candidate:
+            parts.append(page.seg_text[k])
+            size += len(page.seg_text[k]) + 1
+            if size >= LANGUAGE_SAMPLE_CHARS:
+                break
+        text = " ".join(parts)[:LANGUAGE_SAMPLE_CHARS]
+        if sum(c.isalpha() for c in text) >= 50:
+            return text
+    return ""
+
+
+_IDENTIFIER = None
+
+
+def detect_language(text: str) -> tuple[str | None, float]:
+    """``(ISO 639 code, probability)`` of ``text`` by py3langid (its model loads on first
+    use, ~0.5 s); ``(None, 0.0)`` without letters."""
+    global _IDENTIFIER
+    if not any(c.isalpha() for c in text):
+        return None, 0.0
+    if _IDENTIFIER is None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        _IDENTIFIER = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    ranked = _IDENTIFIER.rank(text)
+    code = ranked[0][0]
+    group = next((g for g in _CLOSE_LANGUAGES if code in g), {code})
+    # close languages share their probability ("zh" 0.6 + "wuu" 0.4 is sure of Chinese)
+    probability = sum(p for c, p in ranked[:8] if c in group)
+    code = _OLD_CODES.get(code, code)
+    return ("zh" if code == "wuu" else code), float(probability)
 
 
 def _language_code(value) -> str | None:
@@ -679,7 +843,7 @@ def _language_code(value) -> str | None:
     if not re.fullmatch(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*", value):
         return None
     parts = value.split("-")
-    out = [parts[0].lower()]
+    out = [_OLD_CODES.get(parts[0].lower(), parts[0].lower())]
     for part in parts[1:]:
         out.append(part.upper() if len(part) == 2 else part.title() if len(part) == 4 else part)
     return "-".join(out)

@@ -170,3 +170,88 @@ def test_article_carries_metadata():
 
     fields = Article(url=None, title="t", text="x").to_dict()
     assert {"authors", "published", "canonical_url", "site_name", "markdown"} <= set(fields)
+
+
+@pytest.mark.parametrize("value,expected", [
+    # a parenthesis or a role never splits a name
+    ("Martin Untersinger (avec Damien Leloup et Morgane Tual)",
+     ["Martin Untersinger", "Damien Leloup", "Morgane Tual"]),
+    ("By Jane Doe (with John Roe)", ["Jane Doe", "John Roe"]),
+    ("Elena Oberholzer (obe)", ["Elena Oberholzer"]),
+    ("Jane Doe (Reuters)", ["Jane Doe"]),
+    ("Fons_de_spons (", ["Fons_de_spons"]),
+    ("John Smith, Senior Reporter", ["John Smith"]),
+    ("Mike Marshall, Shipping Expert", ["Mike Marshall"]),
+    ("Staff Writer", ["Staff Writer"]),  # a role alone is what the page gives
+    # "Di"/"Par" start names too: only "By"-like words followed by a space or a capital go
+    ("Diana Resnik", ["Diana Resnik"]),
+    ("Dirk Knop", ["Dirk Knop"]),
+    ("ByJane Doe", ["Jane Doe"]),
+    ("Post by galitsyn »", ["galitsyn"]),
+    # labels and dates are not names
+    ("Follow the author", []),
+    ("Your Name", []),
+    ("Sun", []),
+    ("Dec", []),
+])
+def test_split_authors_parentheses_roles_and_labels(value, expected):
+    assert split_authors(value) == expected
+
+
+@pytest.mark.parametrize("title,url,site,expected", [
+    ("What do people love about Rust? | Rust Blog",
+     "https://blog.rust-lang.org/2025/12/19/what-do-people-love-about-rust", None,
+     "What do people love about Rust?"),  # the host names the site
+    ("Online Tuition and Financing | Liberty University", "https://www.liberty.edu/online/",
+     "Liberty University Online", "Online Tuition and Financing"),  # part of the site name
+    ("Camping Tents | REI Co-op", "https://www.rei.com/c/tents", "REI", "Camping Tents"),
+    ("2025 TOP 100 Companies | WFA", "https://worldfutureawards.com/x", "World Future Awards",
+     "2025 TOP 100 Companies"),  # the site name's initials
+    ("Plans & Packages | Professional Tutoring", "https://tutor.example.com/plans", None,
+     "Plans & Packages | Professional Tutoring"),  # not known to be the site: stays
+    ("Rust | Rust Blog", "https://blog.rust-lang.org/x", None, "Rust | Rust Blog"),  # all site
+])
+def test_title_without_the_site_part(title, url, site, expected):
+    meta = f'<meta property="og:site_name" content="{site}">' if site else ""
+    p = page(f"<html><head><title>{title}</title>{meta}</head><body><p>x</p></body></html>",
+             url)
+    assert extract_metadata(p).title == expected
+
+
+def test_json_ld_headline_loses_the_site_part_too():
+    p = page('<html><head><script type="application/ld+json">{"@type": "NewsArticle", '
+             '"headline": "Reliable Music Lesson Reviews | Make More Music"}</script>'
+             '<meta property="og:site_name" content="Make More Music"></head>'
+             "<body><h1>Testimonials</h1></body></html>", "https://makemoremusic.uk/why-us")
+    assert extract_metadata(p).title == "Reliable Music Lesson Reviews"
+
+
+GERMAN = ("Die Bundesregierung hat am Mittwoch neue Regeln für den Ausbau der Windkraft "
+          "beschlossen. Künftig sollen Genehmigungen schneller erteilt werden, und die Länder "
+          "müssen mehr Flächen ausweisen. Kritiker warnen vor Konflikten mit dem Naturschutz, "
+          "während die Branche die Pläne als überfällig begrüßt. ")
+
+
+def test_language_detected_when_undeclared_and_checked_when_declared():
+    from scrapy_grownup.metadata import language
+
+    # none declared: the text's
+    assert extract_metadata(page(f"<html><body><p>{GERMAN}</p></body></html>")).language == "de"
+    # a template's "en" over German text: the text's
+    p = page(f'<html lang="en"><body><p>{GERMAN * 2}</p></body></html>')
+    assert extract_metadata(p).language == "de"
+    assert language(p, detect=False) == "en"
+    # declared and agreeing: the declared tag, region kept
+    english = "The council approved the new budget on Tuesday after a long debate. " * 6
+    p = page(f'<html lang="en-GB"><body><p>{english}</p></body></html>')
+    assert extract_metadata(p).language == "en-GB"
+    # too little text to contradict a declared language, or to detect one
+    assert extract_metadata(page('<html lang="en"><body><p>Guten Tag, Herr Müller und '
+                                 'Frau Schmidt aus Berlin.</p></body></html>')).language == "en"
+    assert extract_metadata(page("<html><body><p>OK</p></body></html>")).language is None
+    # the content mask picks the text: German content in an English page frame
+    p = page(f'<html><body><nav>{"Home News Sport Weather Contact us " * 10}</nav>'
+             f"<article><p>{GERMAN}</p></article></body></html>")
+    assert extract_metadata(p, mask_of(p, "article")).language == "de"
+    # deprecated codes
+    assert extract_metadata(page('<html lang="in"><body>x</body></html>')).language == "id"
