@@ -58,6 +58,17 @@ class Addon:
             settings.setdefault(name, value, "addon")
         for setting, (component, priority) in PRIORITIES.items():
             settings.setdefault_in_component_priority_dict(setting, component, priority)
+        meta_refresh = "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware"
+        base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
+        own = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        if meta_refresh in base and meta_refresh not in own:
+            # Scrapy's own would lose a page whose <base href> or charset w3lib cannot read.
+            from .middlewares import guarded_meta_refresh
+
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", meta_refresh, None)
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", guarded_meta_refresh(), base[meta_refresh])
         if settings.get("GROWNUP_WARC_OUTPUT"):
             from .warc.archive import WarcArchiveMiddleware
 

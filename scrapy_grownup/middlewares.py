@@ -124,3 +124,31 @@ class ArticleSpiderMiddleware(RuntimeComponent):
             page.cancel()
             self.runtime.inc("skipped/callback_error")
         return None
+
+
+def guarded_meta_refresh():
+    """Scrapy's ``MetaRefreshMiddleware`` that lets a page it cannot read through.
+
+    It runs on every HTML response before the add-on (priority 580) and reads the page's
+    ``<base href>`` and text with w3lib, which raises on a ``<base href="A://[">`` or a header
+    charset no codec knows: Scrapy then logs "Error downloading" and the page is lost before the
+    add-on sees it. This subclass returns such a response unchanged (no meta refresh can be read
+    from it) and counts it in ``grownup/meta_refresh_unreadable``. Built on first use so that
+    importing this module does not import Scrapy's redirect middleware."""
+    from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware
+
+    class GuardedMetaRefreshMiddleware(MetaRefreshMiddleware):
+        def process_response(self, request, response, spider=None):
+            try:
+                if spider is None:
+                    return super().process_response(request, response)
+                return super().process_response(request, response, spider)
+            except (ValueError, LookupError, UnicodeError) as exc:
+                logger.warning("meta refresh not read from %s: %s: %s", response.url,
+                               type(exc).__name__, exc)
+                crawler = getattr(self, "crawler", None)
+                if crawler is not None and crawler.stats is not None:
+                    crawler.stats.inc_value("grownup/meta_refresh_unreadable")
+                return response
+
+    return GuardedMetaRefreshMiddleware
