@@ -346,9 +346,9 @@ _NOT_NAMES = frozenset("""undefined null none admin administrator anonymous unkn
     nov dec monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur
     thurs fri sat sun""".split())
 # Words no name is made of: "Follow the author", "Get in touch", "This review is".
-_NOT_NAME_WORDS = frozenset("""is are was this that these get follow visit read more in to for
-    from by with about view all posts see contact touch here click share says wrote writes
-    reply comment comments""".split())
+# (Not "for", "of", "in": "Center for Drug Evaluation", "Women in Tech" are authors.)
+_NOT_NAME_WORDS = frozenset("""is are was this that these get follow visit read more by view all
+    posts see contact touch here click share says wrote writes reply comment comments""".split())
 _FORM_LABELS = frozenset({"your name", "full name", "first name", "last name", "nickname"})
 # A part that names a role, not a person ("Senior Reporter", "Shipping Expert"), by its last
 # word, or one of these before "at" / "of" ("Editor at Wired").
