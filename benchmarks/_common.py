@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -25,3 +28,24 @@ def dragnet_test_pages(limit: int | None = None) -> list[tuple[str, bytes]]:
     records = load("dragnet", split="test")
     pages = [(r.id, r.html) for r in records]
     return pages[:limit] if limit else pages
+
+
+@contextmanager
+def served_site(write_site, pages: int):
+    """A generated site (``write_site(root, pages)``) served by ``http.server`` on loopback in
+    its own process, so the crawl under test does not share its process; yields
+    ``(temporary directory, start URL of index.html)``."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        site = tmp / "site"
+        site.mkdir()
+        write_site(site, pages)
+        server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind",
+                                   "127.0.0.1", "--directory", str(site)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N ..."
+            port = int(line.split(" port ")[1].split()[0])
+            yield tmp, f"http://127.0.0.1:{port}/index.html"
+        finally:
+            server.terminate()

@@ -17,11 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from _common import served_site  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 
@@ -88,28 +89,15 @@ def main() -> int:
     if args.child:
         child(json.loads(args.child))
         return 0
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        site = tmp / "site"
-        site.mkdir()
-        write_site(site, args.pages)
-        server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind",
-                                   "127.0.0.1", "--directory", str(site)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N ..."
-            port = int(line.split(" port ")[1].split()[0])
-            start_url = f"http://127.0.0.1:{port}/index.html"
-            plain_settings = {"ITEM_PIPELINES": {}}
-            grownup_settings = {"ADDONS": {"scrapy_grownup.Addon": 500},
-                                "GROWNUP_MODEL": args.model, "GROWNUP_DEVICE": args.device,
-                                "GROWNUP_WORKERS": args.workers}
-            plain, grownup = [], []
-            for _ in range(args.repeat):  # interleaved, so load changes hit both alike
-                plain.append(crawl(tmp, start_url, plain_settings))
-                grownup.append(crawl(tmp, start_url, grownup_settings))
-        finally:
-            server.terminate()
+    with served_site(write_site, args.pages) as (tmp, start_url):
+        plain_settings = {"ITEM_PIPELINES": {}}
+        grownup_settings = {"ADDONS": {"scrapy_grownup.Addon": 500},
+                            "GROWNUP_MODEL": args.model, "GROWNUP_DEVICE": args.device,
+                            "GROWNUP_WORKERS": args.workers}
+        plain, grownup = [], []
+        for _ in range(args.repeat):  # interleaved, so load changes hit both alike
+            plain.append(crawl(tmp, start_url, plain_settings))
+            grownup.append(crawl(tmp, start_url, grownup_settings))
     plain_rate = statistics.median(r["pages"] / r["seconds"] for r in plain)
     grownup_rate = statistics.median(r["pages"] / r["seconds"] for r in grownup)
     print(json.dumps({

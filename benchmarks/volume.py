@@ -20,10 +20,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from _common import served_site  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 
@@ -168,30 +169,17 @@ def main() -> int:
     if args.child:
         child(json.loads(args.child))
         return 0
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        site = tmp / "site"
-        site.mkdir()
-        write_site(site, args.pages)
-        server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind",
-                                   "127.0.0.1", "--directory", str(site)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N ..."
-            port = int(line.split(" port ")[1].split()[0])
-            out = tmp / "result.json"
-            config = {"start_url": f"http://127.0.0.1:{port}/index.html", "out": str(out),
-                      "plain": args.plain,
-                      "settings": {"GROWNUP_MODEL": args.model, "GROWNUP_WORKERS": args.workers,
-                                   "VOLUME_RSS_EVERY": args.every,
-                                   "VOLUME_WARM_ITEMS": args.warm,
-                                   **dict(item.split("=", 1) for item in args.set)}}
-            env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-            subprocess.run([sys.executable, __file__, "--child", json.dumps(config)], check=True,
-                           env=env, cwd=ROOT)
-            result = json.loads(out.read_text())
-        finally:
-            server.terminate()
+    with served_site(write_site, args.pages) as (tmp, start_url):
+        out = tmp / "result.json"
+        config = {"start_url": start_url, "out": str(out), "plain": args.plain,
+                  "settings": {"GROWNUP_MODEL": args.model, "GROWNUP_WORKERS": args.workers,
+                               "VOLUME_RSS_EVERY": args.every,
+                               "VOLUME_WARM_ITEMS": args.warm,
+                               **dict(item.split("=", 1) for item in args.set)}}
+        env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+        subprocess.run([sys.executable, __file__, "--child", json.dumps(config)], check=True,
+                       env=env, cwd=ROOT)
+        result = json.loads(out.read_text())
     print(json.dumps({"benchmark": "volume", "plain": args.plain, "model": args.model,
                       "workers": args.workers,
                       **result,
