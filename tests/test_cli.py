@@ -147,6 +147,26 @@ def test_extract_threshold_knob(pages, tmp_path, capsys):
     assert "--threshold" in capsys.readouterr().err
 
 
+def test_extract_precision_and_recall_presets(pages, tmp_path, capsys):
+    from scrapy_grownup.cli import PRECISION_THRESHOLD, RECALL_THRESHOLD, build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["extract", "x.html", "--precision"]).threshold == PRECISION_THRESHOLD
+    assert parse(["extract", "x.html", "--recall"]).threshold == RECALL_THRESHOLD
+    assert parse(["extract", "x.html"]).threshold is None  # the model's own
+    assert RECALL_THRESHOLD < PRECISION_THRESHOLD
+    with pytest.raises(SystemExit) as exit_info:
+        main(["extract", str(pages / "a.html"), "--precision", "--threshold", "0.3"])
+    assert exit_info.value.code == 2
+    assert "not allowed" in capsys.readouterr().err
+    texts = {}
+    for preset in ("--precision", "--recall"):
+        out = tmp_path / f"{preset}.jsonl"
+        assert main(["extract", str(pages / "a.html"), "-o", str(out), preset]) == 0
+        texts[preset] = json.loads(out.read_text(encoding="utf-8"))["text"]
+    assert len(texts["--recall"]) >= len(texts["--precision"])
+
+
 # -- user errors: one line, non-zero, no traceback -------------------------------------------------
 def _one_error_line(capsys, *words) -> str:
     err = capsys.readouterr().err
