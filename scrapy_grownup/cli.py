@@ -147,7 +147,7 @@ def _extract_all(extractor, inputs: list, out, args) -> dict:
                      _first_line(result))
                 continue
             try:
-                body = _render(result, name, args.format)
+                body = _render(result, name, args.format, args.comments)
             except GrownupError as exc:  # a lazily built Markdown's own failure
                 skip(name, "article_error", _first_line(exc))
                 continue
@@ -163,17 +163,22 @@ def _extract_all(extractor, inputs: list, out, args) -> dict:
     return {"read": len(inputs), "extracted": extracted, "skipped": dict(sorted(skipped.items()))}
 
 
-def _render(article, name: str, output_format: str) -> str | None:
+def _render(article, name: str, output_format: str, comments: bool = False) -> str | None:
     """One article as ``output_format`` (a JSON line, or the text / Markdown ending in a
-    newline); ``None`` when it has no text."""
+    newline); ``None`` when it has no text. ``comments`` appends the readers' comments (the
+    role head's ``comments`` field) to text and Markdown; JSON always has them in
+    ``comments``."""
     if not article.text.strip():
         return None
     if output_format == "json":
         record = article.to_dict()
         record["path"] = name
         return json.dumps(record, ensure_ascii=False) + "\n"
-    body = article.markdown if output_format == "markdown" else article.text
-    return body.rstrip("\n") + "\n"
+    body = (article.markdown if output_format == "markdown" else article.text).rstrip("\n")
+    if comments and (article.comments or "").strip():
+        heading = "## Comments" if output_format == "markdown" else "Comments:"
+        body += f"\n\n{heading}\n\n{article.comments.strip()}"
+    return body + "\n"
 
 
 def cmd_train(args) -> int:
@@ -379,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "precision 81.7, recall 92.8)")
     p.add_argument("--refine", action="store_true",
                    help="keep only the largest contiguous group of content")
+    p.add_argument("--comments", action="store_true",
+                   help="text and markdown formats: append the readers' comments after the "
+                        "article (json always has them in its comments field)")
     p.add_argument("--batch-pages", type=_positive_int, default=64, metavar="N",
                    help="pages read and sent to the model at a time (default: 64)")
     _add_threads(p)

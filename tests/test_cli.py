@@ -251,3 +251,21 @@ def test_errors_as_a_user_sees_them(pages, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and "report.pdf: skipped (not_html)" in lines[0], result.stderr
     assert json.loads(lines[1]) == {"read": 1, "extracted": 0, "skipped": {"not_html": 1}}
+
+
+def test_extract_comments_switch(tmp_path):
+    """--comments appends the readers' comments to text and Markdown output."""
+    from example_project.news_site import article_page
+
+    page = tmp_path / "story.html"
+    page.write_text(article_page(0, variant=0)[0], encoding="utf-8")
+    outputs = {}
+    for fmt in ("text", "markdown"):
+        for flag in ([], ["--comments"]):
+            out = tmp_path / f"{fmt}{len(flag)}.txt"
+            assert main(["extract", str(page), "-o", str(out), "--format", fmt, *flag]) == 0
+            outputs[fmt, bool(flag)] = out.read_text(encoding="utf-8")
+    assert "reader0" not in outputs["text", False]
+    assert "\nComments:\n" in outputs["text", True] and "reader0" in outputs["text", True]
+    assert outputs["text", True].startswith(outputs["text", False].rstrip("\n"))
+    assert "\n## Comments\n" in outputs["markdown", True]
