@@ -49,3 +49,26 @@ def served_site(write_site, pages: int):
             yield tmp, f"http://127.0.0.1:{port}/index.html"
         finally:
             server.terminate()
+
+
+def crawl_index(start_url: str, settings: dict) -> dict:
+    """Crawl the index page's links and nothing else, in this process; returns the stats.
+    Many requests at a time (32), no robots.txt, warnings only."""
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+
+    class IndexSpider(scrapy.Spider):
+        name = "bench"
+        start_urls = [start_url]
+
+        def parse(self, response):
+            if response.url == self.start_urls[0]:
+                yield from response.follow_all(css="a")
+
+    process = CrawlerProcess({"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False,
+                              "ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 32,
+                              "CONCURRENT_REQUESTS_PER_DOMAIN": 32, **settings})
+    crawler = process.create_crawler(IndexSpider)
+    process.crawl(crawler)
+    process.start()
+    return crawler.stats.get_stats()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from _common import served_site  # noqa: E402
+from _common import crawl_index, served_site  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 
@@ -40,25 +40,7 @@ def write_site(root: Path, pages: int) -> None:
 
 def child(config: dict) -> None:
     """One crawl: the index page's links, nothing else; writes the stats as JSON."""
-    import scrapy
-    from scrapy.crawler import CrawlerProcess
-
-    class IndexSpider(scrapy.Spider):
-        name = "bench"
-        start_urls = [config["start_url"]]
-
-        def parse(self, response):
-            if response.url == self.start_urls[0]:
-                yield from response.follow_all(css="a")
-
-    settings = {"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
-                "CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
-                **config["settings"]}
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(IndexSpider)
-    process.crawl(crawler)
-    process.start()
-    stats = crawler.stats.get_stats()
+    stats = crawl_index(config["start_url"], config["settings"])
     Path(config["out"]).write_text(json.dumps({
         "seconds": stats["elapsed_time_seconds"],
         "pages": stats.get("downloader/response_status_count/200", 0),
