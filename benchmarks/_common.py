@@ -30,16 +30,33 @@ def dragnet_test_pages(limit: int | None = None) -> list[tuple[str, bytes]]:
     return pages[:limit] if limit else pages
 
 
+def write_story_site(root: Path, pages: int, story=None) -> None:
+    """``pages`` generated story pages (the example project's three layouts) and an index
+    linking them all; ``story(i, html)`` may rewrite each story page."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from example_project.news_site import article_page
+
+    links = []
+    for i in range(pages):
+        page, _ = article_page(i, variant=i % 3)
+        if story is not None:
+            page = story(i, page)
+        (root / f"story-{i}.html").write_text(page, encoding="utf-8")
+        links.append(f'<li><a href="/story-{i}.html">story {i}</a></li>')
+    (root / "index.html").write_text(f"<html><body><ul>{''.join(links)}</ul></body></html>",
+                                     encoding="utf-8")
+
+
 @contextmanager
-def served_site(write_site, pages: int):
-    """A generated site (``write_site(root, pages)``) served by ``http.server`` on loopback in
-    its own process, so the crawl under test does not share its process; yields
-    ``(temporary directory, start URL of index.html)``."""
+def served_site(pages: int, story=None):
+    """The story site (``write_story_site``) served by ``http.server`` on loopback in its own
+    process, so the crawl under test does not share its process; yields ``(temporary
+    directory, start URL of index.html)``."""
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         site = tmp / "site"
         site.mkdir()
-        write_site(site, pages)
+        write_story_site(site, pages, story)
         server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind",
                                    "127.0.0.1", "--directory", str(site)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

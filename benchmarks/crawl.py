@@ -26,18 +26,6 @@ from _common import crawl_index, served_site  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 
-def write_site(root: Path, pages: int) -> None:
-    from example_project.news_site import article_page
-
-    links = []
-    for i in range(pages):
-        page, _ = article_page(i, variant=i % 3)
-        (root / f"story-{i}.html").write_text(page, encoding="utf-8")
-        links.append(f'<li><a href="/story-{i}.html">story {i}</a></li>')
-    (root / "index.html").write_text(f"<html><body><ul>{''.join(links)}</ul></body></html>",
-                                     encoding="utf-8")
-
-
 def child(config: dict) -> None:
     """One crawl: the index page's links, nothing else; writes the stats as JSON."""
     stats = crawl_index(config["start_url"], config["settings"])
@@ -71,7 +59,7 @@ def main() -> int:
     if args.child:
         child(json.loads(args.child))
         return 0
-    with served_site(write_site, args.pages) as (tmp, start_url):
+    with served_site(args.pages) as (tmp, start_url):
         plain_settings = {"ITEM_PIPELINES": {}}
         grownup_settings = {"ADDONS": {"scrapy_grownup.Addon": 500},
                             "GROWNUP_MODEL": args.model, "GROWNUP_DEVICE": args.device,
