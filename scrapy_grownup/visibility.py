@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from lxml import etree
 
-__all__ = ["HIDDEN_MARK", "NOSCRIPT_MIN_TEXT", "is_hidden", "mark_hidden", "remove_hidden",
-           "resolve_noscript"]
+__all__ = ["HIDDEN_MARK", "NOSCRIPT_MIN_TEXT", "hidden_elements", "is_hidden", "mark_hidden",
+           "remove_hidden", "resolve_noscript"]
 
 NOSCRIPT_MIN_TEXT = 200
 _NEVER_REMOVED = frozenset({"html", "head", "body"})
@@ -68,10 +68,15 @@ def _drop_keep_tail(el) -> None:
 HIDDEN_MARK = "data-grownup-hidden"
 
 
+def hidden_elements(root) -> list:
+    """The elements of ``root``'s tree that markup hides (``is_hidden``), in document order."""
+    return [el for el in _HIDDEN_XPATH(root) if is_hidden(el)]
+
+
 def mark_hidden(root) -> list:
     """Mark every element hidden by markup (``HIDDEN_MARK``, read by the DOM walk into the
     layout features); returns them."""
-    hidden = [el for el in _HIDDEN_XPATH(root) if is_hidden(el)]
+    hidden = hidden_elements(root)
     for el in hidden:
         el.set(HIDDEN_MARK, "1")
     return hidden
@@ -79,7 +84,7 @@ def mark_hidden(root) -> list:
 
 def remove_hidden(root) -> int:
     """Remove every element hidden by markup from the tree; returns how many subtrees went."""
-    hidden = [el for el in _HIDDEN_XPATH(root) if is_hidden(el)]
+    hidden = hidden_elements(root)
     removed = 0
     for el in hidden:
         # An element inside an already removed subtree has no path to the root any more.

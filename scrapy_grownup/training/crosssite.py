@@ -27,10 +27,11 @@ from typing import Callable, Sequence
 
 
 from .. import datasets
-from ..alignment import align_labels, perfect_filter_text
+from ..alignment import align_labels, assemble_text, perfect_filter_text
 from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
+from ..refine import content_mask
 from ..splits import site_folds, site_groups
 
 logger = logging.getLogger(__name__)
@@ -209,9 +210,6 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         scores = iter(extractor.score(good))
         parsed[visibility] = [(p, next(scores) if p is not None else None) for p in pages]
     for variant in variants:
-        from ..alignment import assemble_text
-        from ..refine import content_mask
-
         threshold = extractor.threshold if variant.threshold is None else variant.threshold
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks))
