@@ -207,7 +207,7 @@ def load_sets(names: list[str], limit: int | None) -> dict[str, tuple[list, list
         name, i = modern[k]
         out[name][1].append(i)
     if "pagetype" in loaded:
-        from scrapy_grownup.training.trainer import heldout_ids
+        from scrapy_grownup.training.holdout import heldout_ids
 
         ids = set(heldout_ids("pagetype"))
         out["pagetype"] = (loaded["pagetype"],

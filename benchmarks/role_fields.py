@@ -4,7 +4,7 @@ sites the role head never saw.
     python benchmarks/role_fields.py [--model fast] [--side test]
 
 The shipped role head is fitted on the L3S-GN1 pages of 80% of its sites
-(``training.roles.site_split`` by host name); this scores the other sites' pages ("test", the
+(``training.holdout.site_split`` by host name); this scores the other sites' pages ("test", the
 default; "train" shows how much the head remembers of its own sites). Gold: L3S-GN1's blocks
 aligned to nodes (``training.roles.role_labels``; pages whose labelled text aligns under 75%
 are left out); gold comments are the text of the nodes labelled "user comments", gold related
@@ -55,8 +55,8 @@ def main() -> None:
     from scrapy_grownup.head_fields import related_links
     from scrapy_grownup.refine import content_mask
     from scrapy_grownup.role_fields import role_fields
-    from scrapy_grownup.training.roles import (MIN_ROLE_COVERAGE, page_host, role_labels,
-                                               site_split)
+    from scrapy_grownup.training.holdout import page_host, site_split
+    from scrapy_grownup.training.roles import MIN_ROLE_COVERAGE, role_labels
 
     records = sorted(datasets.load("l3s_gn1"), key=lambda r: r.id)
     train, test = site_split([page_host(r.url) for r in records])

@@ -182,7 +182,8 @@ def _render(article, name: str, output_format: str, comments: bool = False) -> s
 
 
 def cmd_train(args) -> int:
-    from .training.trainer import TrainConfig, train
+    from .training.loop import TrainConfig
+    from .training.trainer import train
 
     overrides = json.loads(args.model_overrides) if args.model_overrides else {}
     result = train(TrainConfig(
@@ -203,7 +204,7 @@ def cmd_genre_cv(args) -> int:
 
 
 def cmd_fit_heads(args) -> int:
-    from .training.heads import run
+    from .training.fit_heads import run
 
     return run(args)
 
@@ -425,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count parameters for this encoder's features (default: minilm)")
     p.set_defaults(func=cmd_presets)
 
-    from .training import genre as genre_module, heads as heads_module, roles as roles_module
+    from .training import fit_heads as heads_module, genre as genre_module, roles as roles_module
 
     p = sub.add_parser("genre-cv", help="10-fold CV of the genre head vs a TF-IDF baseline")
     genre_module.add_arguments(p)

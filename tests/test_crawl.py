@@ -156,7 +156,7 @@ def test_page_types_keep_only_the_chosen_types(tmp_path):
     """Real page-type pages: an item is kept exactly when the shipped genre head puts its page
     in GROWNUP_PAGE_TYPES; every other page is one counted ``page_type`` drop."""
     from scrapy_grownup import ArticleExtractor, datasets
-    from scrapy_grownup.training.trainer import heldout_ids
+    from scrapy_grownup.training.holdout import heldout_ids
 
     try:
         records = {r.id: r for r in datasets.load("pagetype")}

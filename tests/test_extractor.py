@@ -9,7 +9,8 @@ import pytest
 from example_project.news_site import STORIES, article_page
 from scrapy_grownup.datasets import PageRecord
 from scrapy_grownup.errors import GrownupError, ModelLoadError
-from scrapy_grownup.training.trainer import TrainConfig, train
+from scrapy_grownup.training.loop import TrainConfig
+from scrapy_grownup.training.trainer import train
 
 TRAIN = [(i, v) for i in range(len(STORIES)) for v in range(3) if (i, v) != (5, 2)]
 

@@ -325,7 +325,8 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
 
 
 def test_trainer_dev_split_holds_whole_sites():
-    from scrapy_grownup.training.trainer import TrainConfig, _dev_ids
+    from scrapy_grownup.training.loop import TrainConfig
+    from scrapy_grownup.training.trainer import _dev_ids
 
     recs = [record("wcxb_dev", str(i), f"https://www.site{i % 30}.com/p{i}") for i in range(300)]
     dev = _dev_ids("wcxb_dev", "all", [r.id for r in recs], recs,

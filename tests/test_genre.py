@@ -72,7 +72,8 @@ def small_real_pages():
 
 def test_multitask_training_on_real_pages(tmp_path):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup.training.trainer import TrainConfig, train
+    from scrapy_grownup.training.loop import TrainConfig
+    from scrapy_grownup.training.trainer import train
 
     pagetype, l3s = small_real_pages()
     cfg = TrainConfig(out=str(tmp_path), preset="tiny", encoder="static", epochs=3, lr=1e-2,

@@ -226,7 +226,8 @@ def test_checkpoint_resume_gives_the_same_state(tmp_path, corpus_dir):
 
 def test_train_init_loads_the_pretrained_backbone(tmp_path, corpus_dir, pages):
     from scrapy_grownup import datasets
-    from scrapy_grownup.training.trainer import TrainConfig, train
+    from scrapy_grownup.training.loop import TrainConfig
+    from scrapy_grownup.training.trainer import train
 
     pre = tmp_path / "pre"
     pretrain(config(pre, corpus_dir, epochs=1))

@@ -6,9 +6,8 @@ import pytest
 from scrapy_grownup import datasets
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.head_fields import head_fields, related_links, subtree_sizes
-from scrapy_grownup.training.roles import (
-    ROLES, page_host, role_labels, role_scores, site_split, store_roles,
-)
+from scrapy_grownup.training.holdout import page_host, site_split
+from scrapy_grownup.training.roles import ROLES, role_labels, role_scores, store_roles
 
 PAGE = b"""<html><head><title>Owls at night</title><base href="https://news.test/a/"></head>
 <body>

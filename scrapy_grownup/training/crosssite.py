@@ -33,6 +33,8 @@ from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..refine import content_mask
 from ..splits import site_folds, site_groups
+from .corpus import cache_root, corpus_encoder, store_from_records, store_key
+from .loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +371,6 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     import torch
 
     from ..model import GrownUpModel, ModelConfig
-    from .trainer import AuxLabels, TrainConfig, fit_epochs
 
     from ..featurizer import feature_blocks
 
@@ -402,7 +403,6 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
     loads the plan's model."""
     from ..encoders import get_encoder
     from ..featurizer import Featurizer, uses_layout
-    from .corpus import corpus_encoder
 
     encoder = corpus_encoder(encoder_name)
     cache: dict = {}
@@ -430,7 +430,6 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
 def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
     """The labelled store of one dataset's records, cached like ``corpus.labelled_store``."""
     from ..store import GraphStore
-    from .corpus import cache_root, store_from_records, store_key
 
     split = records[0].split if records else "all"
     key = f"{name}-{split}-{len(records)}-" + store_key(encoder, limits, min_coverage)

@@ -22,6 +22,16 @@ def predict_store(model, store: GraphStore, indices: Sequence[int], batch_nodes:
                               batch_nodes, device)
 
 
+def store_predictions(model, store: GraphStore, indices: Sequence[int],
+                      batch_nodes: int = 30_000, device: str = "cpu") -> list[dict]:
+    """Per page of ``indices``: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre``
+    [G] probabilities (None without that head), in eval mode without gradients."""
+    indices = list(indices)
+    return node_probabilities(model, [store.num_nodes(int(i)) for i in indices],
+                              lambda ids: store.collate([indices[k] for k in ids]),
+                              batch_nodes, device, heads=True)
+
+
 def text_scores(pages: Sequence[PageStructure], golds: Sequence[str],
                 probs: Sequence[np.ndarray], threshold: float = 0.5,
                 refine: bool = False) -> dict:

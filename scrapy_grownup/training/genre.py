@@ -31,7 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import datasets
+from ..extractor import resolve_model_dir
 from ..limits import PageLimits
+from ..store import GraphStore
+from .command import add_model_shape_arguments, report, standalone
+from .corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
+from .evaluate import store_predictions
+from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from .holdout import heldout_ids, page_host
+from .loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +59,6 @@ def genre_index(name: str | None) -> int:
 
 def page_types(dataset: str = "pagetype", split: str | None = None) -> dict[str, str | None]:
     """Page id -> page type of a dataset's pages (reads the ground-truth files only)."""
-    from .. import datasets
-
     if dataset != "pagetype":
         return {}
     root = datasets.ensure_unpacked(dataset)
@@ -75,11 +82,6 @@ def genre_corpus(encoder, limits: PageLimits | None = None, workers: int = 2,
     content labels are -1 instead). ``info`` holds per page ``genres`` (indices), ``hosts`` and
     the visible ``texts`` (for the text baseline). Both are cached in the feature cache.
     """
-    from .. import datasets
-    from ..store import GraphStore
-    from .corpus import DEFAULT_MIN_COVERAGE, cache_root, prepare_pages, store_key
-    from .roles import page_host
-
     limits = limits or PageLimits()
     min_coverage = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
     key = "pagetype-genre-" + store_key(encoder, limits, min_coverage)
@@ -162,8 +164,6 @@ def cross_validate(args) -> dict:
 
     from ..encoders import get_encoder
     from ..model import GrownUpModel, ModelConfig
-    from .roles import store_predictions
-    from .trainer import AuxLabels, TrainConfig, fit_epochs
 
     encoder = get_encoder("static")
     store, info = genre_corpus(encoder, workers=args.workers)
@@ -178,8 +178,6 @@ def cross_validate(args) -> dict:
     overrides = json.loads(args.model_overrides) if args.model_overrides else {}
     init = None
     if args.init:
-        from ..extractor import resolve_model_dir
-
         init = GrownUpModel.from_pretrained(resolve_model_dir(args.init),
                                             expected_encoder="static")
         overrides = {**overrides, **{key: getattr(init.config, key) for key in _SHAPE}}
@@ -208,8 +206,6 @@ def cross_validate(args) -> dict:
     if args.frozen:
         # Fit only the genre head on the --init model's frozen features (what `grownup
         # fit-heads` ships): one backbone pass over every page, then seconds per fold.
-        from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
-
         if init is None:
             raise SystemExit("--frozen needs --init (the content model whose backbone is kept)")
         frozen = GrownUpModel(init.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
@@ -286,11 +282,7 @@ def cross_validate(args) -> dict:
 def model_holdout(args) -> dict:
     """A trained model's genre head on the page-type hold-out (pages no trainer run uses),
     next to the text baseline trained on the other pages, in the same run."""
-    from .corpus import corpus_encoder
-    from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
-    from .roles import store_predictions
-    from .trainer import heldout_ids
 
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)
@@ -343,8 +335,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cross-validation folds (default: 10)")
     parser.add_argument("--only-folds", default=None,
                         help="comma-separated fold numbers to run (quick checks)")
-    from .command import add_model_shape_arguments
-
     add_model_shape_arguments(parser)
     parser.add_argument("--init", default=None,
                         help="model directory whose backbone and content head start every fold "
@@ -368,15 +358,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from .command import report
-
     return report(args, lambda a: model_holdout(a) if a.model else cross_validate(a),
                   format_table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .command import standalone
-
     return standalone("grownup genre-cv", __doc__, add_arguments, run, argv)
 
 

@@ -16,6 +16,7 @@ from ..alignment import align_labels, assemble_text, perfect_filter_text
 from ..dom import parse_page
 from ..errors import GrownupError
 from .evaluate import scores_for_texts
+from .holdout import heldout_ids
 
 logger = logging.getLogger(__name__)
 TEST_SPLITS = {"dragnet": "test", "cleaneval": "test", "cleanportaleval": "all"}
@@ -30,8 +31,6 @@ def test_records(name: str, limit: int | None = None):
         return [datasets.with_comments(r) for r in test_records("dragnet", limit)]
     if name in TEST_SPLITS:
         return datasets.load(name, split=TEST_SPLITS[name], limit=limit)
-    from .trainer import heldout_ids
-
     ids = heldout_ids(name)
     return datasets.load(name, ids=ids[:limit] if limit else ids)
 

@@ -24,14 +24,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
-from urllib.parse import urlsplit
 
 import numpy as np
 
+from .. import datasets
 from ..alignment import match_blocks, page_tokens
 from ..dom import PageStructure, parse_page
 from ..errors import GrownupError
+from ..extractor import resolve_model_dir
 from ..limits import PageLimits
+from .command import add_model_shape_arguments, report, standalone
+from .corpus import cache_root, corpus_encoder, labelled_store
+from .evaluate import store_predictions
+from .holdout import heldout_ids, page_host, site_split
+from .loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +49,6 @@ NOT_CONTENT, HEADLINE, MAIN_TEXT, SUPPLEMENTAL, RELATED, COMMENTS = range(len(RO
 ROLE_LABEL_VERSION = "1"
 # Pages whose role-bearing text (roles 1-5) aligns worse than this get no role labels.
 MIN_ROLE_COVERAGE = 0.75
-SITE_SPLIT_FRACTION = 0.2
-SITE_SPLIT_SEED = "grownup-roles-sites"
 
 
 @dataclass
@@ -107,8 +111,6 @@ def store_roles(store, records=None, dataset: str | None = None, split: str | No
     re-parse does not give the store's node count get -1 throughout. Cached on disk by the
     store's page ids and sizes.
     """
-    from .corpus import cache_root
-
     limits = limits or PageLimits()
     sizes = np.diff(store.page_ptr)
     digest = hashlib.sha1(json.dumps([store.ids, sizes.tolist(), store.meta.get("encoder"),
@@ -120,8 +122,6 @@ def store_roles(store, records=None, dataset: str | None = None, split: str | No
         if cached.shape == (int(store.page_ptr[-1]),):
             return cached
     if records is None:
-        from .. import datasets
-
         records = datasets.load(dataset, split=split, ids=store.ids)
     by_id = {r.id: r for r in records}
     jobs, slots = [], []
@@ -154,46 +154,7 @@ def store_roles(store, records=None, dataset: str | None = None, split: str | No
 
 
 # ----------------------------------------------------------------------------------------------
-# Hosts and the site-disjoint split
-
-
-def page_host(url: str | None) -> str:
-    """Lower-case host without a leading ``www.`` ("" when unknown)."""
-    if not url:
-        return ""
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""
-    return host[4:] if host.startswith("www.") else host
-
-
-def site_split(hosts: Sequence[str], fraction: float = SITE_SPLIT_FRACTION,
-               seed: str = SITE_SPLIT_SEED) -> tuple[list[int], list[int]]:
-    """``(train, test)`` positions: every page of a host lands on the same side."""
-    from ..datasets import holdout_split
-
-    _, test_hosts = holdout_split(sorted(set(hosts)), fraction, seed)
-    held = set(test_hosts)
-    train = [i for i, h in enumerate(hosts) if h not in held]
-    test = [i for i, h in enumerate(hosts) if h in held]
-    return train, test
-
-
-# ----------------------------------------------------------------------------------------------
-# Predictions and scores
-
-
-def store_predictions(model, store, indices: Sequence[int], batch_nodes: int = 30_000,
-                      device: str = "cpu") -> list[dict]:
-    """Per page of ``indices``: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre``
-    [G] probabilities (None without that head), in eval mode without gradients."""
-    from ..extractor import node_probabilities
-
-    indices = list(indices)
-    return node_probabilities(model, [store.num_nodes(int(i)) for i in indices],
-                              lambda ids: store.collate([indices[k] for k in ids]),
-                              batch_nodes, device, heads=True)
+# Scores
 
 
 def role_scores(gold: np.ndarray, pred: np.ndarray, weights: np.ndarray | None = None,
@@ -264,9 +225,6 @@ def format_table(result: dict) -> str:
 
 def l3s_store(encoder, limits: PageLimits | None = None, workers: int = 2):
     """The (cached) labelled L3S-GN1 store, its role labels and each page's host."""
-    from .. import datasets
-    from .corpus import labelled_store
-
     limits = limits or PageLimits()
     store = labelled_store("l3s_gn1", "all", encoder, limits=limits, workers=workers)
     roles = store_roles(store, dataset="l3s_gn1", split="all", limits=limits, workers=workers)
@@ -282,7 +240,6 @@ def run_site_split(args) -> dict:
 
     from ..encoders import get_encoder
     from ..model import GrownUpModel, ModelConfig
-    from .trainer import AuxLabels, TrainConfig, fit_epochs
 
     torch.manual_seed(args.seed)
     encoder = get_encoder("static")
@@ -312,10 +269,7 @@ def run_site_split(args) -> dict:
 
 def run_model_holdout(args) -> dict:
     """Score a trained model's role head on trainer hold-out pages of unseen sites."""
-    from .corpus import corpus_encoder
-    from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
-    from .trainer import heldout_ids
 
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)
@@ -334,16 +288,12 @@ def run_model_holdout(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .command import standalone
-
     return standalone("grownup roles-eval", __doc__, add_arguments, run, argv)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None,
                         help="score this trained model on unseen-site hold-out pages instead")
-    from .command import add_model_shape_arguments
-
     add_model_shape_arguments(parser)
     parser.add_argument("--epochs", type=int, default=15, help="training epochs (default: 15)")
     parser.add_argument("--lr", type=float, default=2e-3, help="learning rate (default: 0.002)")
@@ -357,8 +307,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from .command import report
-
     return report(args, lambda a: run_model_holdout(a) if a.model else run_site_split(a),
                   format_table)
 

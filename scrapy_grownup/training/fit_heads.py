@@ -1,0 +1,122 @@
+"""``grownup fit-heads``: add a genre and a role head to a content model, frozen backbone.
+
+``grownup fit-heads --model fast --out DIR`` adds a genre head (page-type pages outside the
+trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the site-disjoint
+split) to a content model (``heads.fit_genre_head`` / ``fit_role_head`` on the backbone's
+frozen features), and reports both on pages and sites the heads never saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from ..extractor import resolve_model_dir
+from .command import report, standalone
+from .corpus import corpus_encoder
+from .genre import GENRES, genre_corpus, scores, text_baseline
+from .genre import format_table as genre_table
+from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
+from .holdout import heldout_ids, site_split
+from .roles import ROLES, l3s_store, node_text_lengths, role_scores
+from .roles import format_table as roles_table
+
+
+def add_heads(args) -> dict:
+    import torch
+
+    from ..model import GrownUpModel
+
+    cfg = HeadFitConfig(seed=args.seed)
+    source = resolve_model_dir(args.model)
+    base = GrownUpModel.from_pretrained(source)
+    config = base.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
+                                 genre_readout="content_pooled", num_roles=len(ROLES),
+                                 role_names=list(ROLES), role_head_hidden=args.role_hidden,
+                                 role_features="context")
+    model = GrownUpModel(config)
+    model.backbone.load_state_dict(base.backbone.state_dict())
+    model.node_head.load_state_dict(base.node_head.state_dict())
+    encoder = corpus_encoder(config.encoder)
+    start = time.perf_counter()
+    result: dict = {"task": "fit-heads", "model": str(args.model), "fit": asdict(cfg)}
+
+    # Genre: every page-type page outside the trainer hold-out; scored on the hold-out, next
+    # to the text baseline trained on the same pages.
+    store, info = genre_corpus(encoder, workers=args.workers)
+    y = np.asarray(info["genres"], dtype=np.int64)
+    held = set(heldout_ids("pagetype"))
+    test = [i for i, page_id in enumerate(store.ids) if page_id in held]
+    train = [i for i, page_id in enumerate(store.ids) if page_id not in held]
+    x, _ = frozen_features(model, store, train + test, batch_nodes=cfg.batch_nodes)
+    fit_genre_head(model, x[:len(train)], y[train], cfg)
+    pred = predict_genre(model, x[len(train):]).argmax(1)
+    texts = info["texts"]
+    baseline = text_baseline([texts[i] for i in train], y[train], [texts[i] for i in test],
+                             args.seed)
+    result["genre"] = {"train_pages": len(train), "test_pages": len(test),
+                       "grownup": scores(y[test], pred),
+                       "text_tfidf_logreg": scores(y[test], baseline),
+                       "class_counts": {name: int((y[test] == k).sum())
+                                        for k, name in enumerate(GENRES)}}
+
+    # Roles: L3S-GN1 pages of the training sites; scored on the other sites' pages.
+    store, roles, hosts = l3s_store(encoder, workers=args.workers)
+    train_pos, test_pos = site_split(hosts)
+    _, nodes = frozen_features(model, store, list(train_pos) + list(test_pos), roles,
+                               cfg.batch_nodes)
+    train_nodes, test_nodes = nodes[:len(train_pos)], nodes[len(train_pos):]
+    fit_role_head(model, torch.cat([n[0] for n in train_nodes]),
+                  torch.cat([n[1] for n in train_nodes]), cfg)
+    with torch.no_grad():
+        pred = model.role_head(torch.cat([n[0] for n in test_nodes])).argmax(1).numpy()
+    gold = torch.cat([n[1] for n in test_nodes]).numpy()
+    lengths = node_text_lengths(store, test_pos)
+    labelled = np.concatenate([roles[store.page_ptr[i]:store.page_ptr[i + 1]] >= 0
+                               for i in test_pos])
+    result["roles"] = {"setting": "site-split (frozen backbone)",
+                       "train_pages": len(train_pos), "test_pages": len(test_pos),
+                       "train_sites": len({hosts[i] for i in train_pos}),
+                       "test_sites": len({hosts[i] for i in test_pos}),
+                       "nodes": role_scores(gold, pred, names=ROLES),
+                       "text": role_scores(gold, pred, lengths[labelled], names=ROLES)}
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    doc = GrownUpModel.read_config(source)[1]
+    metadata = {**(doc.get("metadata") or {}),
+                "heads": {"genre": result["genre"], "roles": {k: v for k, v in
+                                                               result["roles"].items()
+                                                               if k not in ("nodes", "text")},
+                          "roles_macro_f1": result["roles"]["nodes"]["macro_f1"],
+                          "fit": result["fit"], "base_model": str(args.model)}}
+    model.save_pretrained(args.out, fp16=doc.get("dtype") == "float16", metadata=metadata)
+    result["out"] = str(args.out)
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="fast", help="content model (name or directory)")
+    parser.add_argument("--out", required=True, help="where to write the model with heads")
+    parser.add_argument("--role-hidden", type=int, default=256,
+                        help="hidden width of the role head (0: linear)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurization processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    parser.add_argument("--json", default=None, help="also write the JSON line here")
+
+
+def run(args) -> int:
+    return report(args, add_heads,
+                  lambda r: genre_table(r["genre"]) + "\n" + roles_table(r["roles"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return standalone("grownup fit-heads", __doc__, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The epoch loop every trainer shares: its config, the auxiliary labels, the losses.
+
+``fit_epochs`` trains a model for a fixed number of epochs on store pages (AdamW, cosine
+decay), no dev split and no checkpoints: cross-validation folds, the cross-site protocols and
+quick experiments use it directly; ``grownup train`` (``trainer.train``) runs ``train_epoch``
+with its own dev split, early stopping and checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..store import GraphStore, node_budget_batches
+from .corpus import DEFAULT_MIN_COVERAGE
+
+
+@dataclass
+class TrainConfig:
+    out: str
+    datasets: list[str] = field(default_factory=lambda: ["dragnet"])
+    encoder: str = "static"
+    preset: str = "small"
+    epochs: int = 30
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    batch_nodes: int = 16_000
+    patience: int = 6
+    seed: int = 0
+    dev_fraction: float = 0.1
+    pos_weight: float = 1.0
+    neg_weight: float = 1.0
+    label_smoothing: float = 0.01
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    max_pages: int | None = None  # per dataset; for quick experiments and tests
+    init: str | None = None  # a pre-trained model directory whose backbone is loaded
+    threads: int | None = None
+    workers: int = 2
+    device: str = "cpu"  # where fit_epochs trains ("cuda" on a GPU machine)
+    overrides: dict = field(default_factory=dict)  # ModelConfig fields
+    content_weight: float = 1.0
+    # Datasets whose content labels train the content head (None: all); the others only train
+    # the genre / role heads (L3S-GN1's gold leaves captions and the like out, which made the
+    # content head drop recall on every test set).
+    content_datasets: list[str] | None = None
+    genre_weight: float = 0.0  # > 0: genre head, loss on pages with a genre label
+    role_weight: float = 0.0   # > 0: role head, loss on nodes with a role label
+    role_balance: float = 0.5  # role class weights ~ frequency ** -role_balance (0: none)
+    # After training: refit the genre / role heads on the best model's frozen features
+    # (kept only where the dev score does not drop); 0 turns it off.
+    refit_steps: int = 500
+    refit_lr: float = 5e-3
+
+
+@dataclass
+class AuxLabels:
+    """Genre id per page and role id per node of a ``GraphStore`` (-1: no label)."""
+
+    genres: np.ndarray  # int64 [pages]
+    roles: np.ndarray   # int8 [nodes], aligned with the store's nodes
+
+    @classmethod
+    def empty(cls, store: GraphStore) -> "AuxLabels":
+        return cls(np.full(store.num_pages, -1, dtype=np.int64),
+                   np.full(int(store.page_ptr[-1]), -1, dtype=np.int8))
+
+    @classmethod
+    def concat(cls, parts: list["AuxLabels"]) -> "AuxLabels":
+        return cls(np.concatenate([p.genres for p in parts]),
+                   np.concatenate([p.roles for p in parts]))
+
+    def targets(self, store: GraphStore, indices) -> tuple:
+        """``(genre [B], role [N])`` long tensors for ``store.collate(indices)``."""
+        import torch
+
+        ptr = store.page_ptr
+        roles = np.concatenate([self.roles[ptr[i]:ptr[i + 1]] for i in indices])
+        return (torch.from_numpy(self.genres[list(indices)].astype(np.int64)),
+                torch.from_numpy(roles.astype(np.int64)))
+
+
+def class_weights(labels: np.ndarray, num_classes: int, power: float) -> np.ndarray | None:
+    """Per-class loss weights ~ frequency ** -power, averaging 1 over the labelled samples."""
+    labels = labels[labels >= 0]
+    if not power or not len(labels):
+        return None
+    counts = np.bincount(labels.astype(np.int64), minlength=num_classes).astype(float) + 1.0
+    weights = counts ** -power
+    return weights * counts.sum() / (weights * counts).sum()
+
+
+def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights=None):
+    """``(total loss, {part: float})`` of one batch for the heads the model has."""
+    from ..model import masked_cross_entropy, weighted_bce_with_smoothing
+
+    output = model(batch, genre_labels=genre_y if model.genre_head is not None else None)
+    content = weighted_bce_with_smoothing(
+        output.node_logits, batch.y, pos_weight=cfg.pos_weight, neg_weight=cfg.neg_weight,
+        smoothing=cfg.label_smoothing)
+    loss = cfg.content_weight * content
+    parts = {"content": float(content.detach())}
+    if output.genre_logits is not None and cfg.genre_weight:
+        genre = masked_cross_entropy(output.genre_logits, genre_y)
+        loss = loss + cfg.genre_weight * genre
+        parts["genre"] = float(genre.detach())
+    if output.role_logits is not None and cfg.role_weight:
+        role = masked_cross_entropy(output.role_logits, role_y, role_weights)
+        loss = loss + cfg.role_weight * role
+        parts["role"] = float(role.detach())
+    return loss, parts
+
+
+def role_class_weights(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig):
+    """Role-loss class weights from the role labels of ``indices`` (None: no role loss or no
+    weighting)."""
+    import torch
+
+    if model.role_head is None or not cfg.role_weight:
+        return None
+    ptr = store.page_ptr
+    seen = np.concatenate([aux.roles[ptr[i]:ptr[i + 1]] for i in indices]) if len(indices) \
+        else np.zeros(0, np.int8)
+    weights = class_weights(seen, model.config.num_roles, cfg.role_balance)
+    return torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+
+
+def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
+                optimizer, epoch: int, role_weights=None, scheduler=None,
+                progress=None) -> dict[str, float]:
+    """One epoch over store pages ``indices``; returns the mean ``loss`` and per-task losses.
+
+    Every random draw derives from ``(cfg.seed, epoch)``: a resumed run repeats exactly what
+    the uninterrupted run would have done. ``progress`` wraps the batch list (a progress bar).
+    """
+    import torch
+
+    from ..model import random_flip_positions
+
+    torch.manual_seed(cfg.seed * 100_003 + epoch)
+    generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
+    order = np.random.default_rng([cfg.seed, epoch]).permutation(len(indices))
+    model.train()
+    sizes = [store.num_nodes(i) for i in indices]
+    batches = node_budget_batches(sizes, cfg.batch_nodes, order)
+    sums: dict[str, float] = {}
+    for batch_ids in (progress(batches) if progress is not None else batches):
+        chosen = [indices[k] for k in batch_ids]
+        batch = store.collate(chosen)
+        random_flip_positions(batch, generator)  # on the CPU: the generator's device
+        genre_y, role_y = aux.targets(store, chosen)
+        if cfg.device != "cpu":
+            batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
+                                      role_y.to(cfg.device))
+        loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        for key, value in (("loss", float(loss.detach())), *parts.items()):
+            sums[key] = sums.get(key, 0.0) + value
+    return {key: value / max(1, len(batches)) for key, value in sums.items()}
+
+
+def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
+               log=None) -> list[dict]:
+    """Train ``model`` on store pages for ``cfg.epochs`` epochs (AdamW, cosine decay to 5%).
+
+    No dev split, no checkpoints: for cross-validation folds and quick experiments. Returns
+    the per-epoch mean losses. Deterministic for a given ``cfg.seed``.
+    """
+    import torch
+
+    indices = list(indices)
+    model.to(cfg.device)
+    role_weights = role_class_weights(model, store, indices, aux, cfg)
+    if role_weights is not None:
+        role_weights = role_weights.to(cfg.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sizes = [store.num_nodes(i) for i in indices]
+    steps_per_epoch = len(node_budget_batches(sizes, cfg.batch_nodes))
+    total = max(1, cfg.epochs * steps_per_epoch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(step, total)
+                                                                   / total)))
+    history = []
+    for epoch in range(1, cfg.epochs + 1):
+        start = time.perf_counter()
+        losses = train_epoch(model, store, indices, aux, cfg, optimizer, epoch, role_weights,
+                             scheduler)
+        record = {"epoch": epoch, **losses, "seconds": round(time.perf_counter() - start, 1)}
+        history.append(record)
+        if log is not None:
+            log(record)
+    model.eval()
+    return history
