@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from .tree import depth_levels, inherit, subtree_sum
+
 __all__ = ["LAYOUT_BLOCKS", "LAYOUT_DIM", "layout_features"]
 
 _LANDMARK_TAGS = ("nav", "header", "footer", "aside", "form", "menu")
@@ -30,35 +32,12 @@ _PUNCT = re.compile(r"[^\w\s]")
 _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
 
 
-def _levels(depth: np.ndarray) -> list[np.ndarray]:
-    """Node indices grouped by depth, shallowest first."""
-    order = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
-    return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
-
-
-def _subtree_sum(values: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
-    out = values.astype(np.float64).copy()
-    n = len(out)
-    for nodes in reversed(levels[1:]):
-        out += np.bincount(parent[nodes], weights=out[nodes], minlength=n)
-    return out
-
-
-def _inherit(flags: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
-    """Ancestor-or-self OR of boolean columns ``flags`` [n, k]."""
-    out = flags.copy()
-    for nodes in levels[1:]:
-        out[nodes] |= out[parent[nodes]]
-    return out
-
-
 def layout_features(page) -> np.ndarray:
     """float32 [n, LAYOUT_DIM] for a ``PageStructure`` (blocks as in ``LAYOUT_BLOCKS``)."""
     n = page.num_nodes
     parent = page.parent.astype(np.int64)
     depth = page.depth.astype(np.int64)
-    levels = _levels(depth)
+    levels = depth_levels(depth)
     tags = page.tags
     texts = page.node_text
     own = np.fromiter(map(len, texts), dtype=np.float64, count=n)
@@ -93,12 +72,12 @@ def layout_features(page) -> np.ndarray:
             flags[i, body_column] = True
         if values.get("hidden"):
             flags[i, hidden_column] = True
-    flags = _inherit(flags, parent, levels)
+    flags = inherit(flags, parent, levels)
     in_link = flags[:, 0]
-    subtree_text = _subtree_sum(own, parent, levels)
-    link_text = _subtree_sum(own * in_link, parent, levels)
-    subtree_nodes = _subtree_sum(np.ones(n), parent, levels)
-    subtree_sentences = _subtree_sum(sentences, parent, levels)
+    subtree_text = subtree_sum(own, parent, levels)
+    link_text = subtree_sum(own * in_link, parent, levels)
+    subtree_nodes = subtree_sum(np.ones(n), parent, levels)
+    subtree_sentences = subtree_sum(sentences, parent, levels)
     total = max(1.0, subtree_text[0])
     out = np.empty((n, LAYOUT_DIM), dtype=np.float32)
     out[:, 0] = np.log1p(subtree_text) / 10.0

@@ -9,7 +9,8 @@ from scrapy_grownup import splits
 from scrapy_grownup.alignment import assemble_text
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
-from scrapy_grownup.refine import block_of, content_mask, whole_blocks
+from scrapy_grownup.refine import (block_of, content_mask, drop_repeated_blocks, main_container,
+                                   whole_blocks)
 
 
 def record(dataset, id_, url=None, **extra):
@@ -229,6 +230,77 @@ def test_a_block_is_dropped_whole_when_its_text_is_mostly_boilerplate():
     probs[_node(page, "a")] = 0.1      # the link: most of the block's text
     keep = whole_blocks(page, probs)
     assert not keep[_node(page, "p")] and not keep[_node(page, "a")]
+
+
+# ------------------------------------------------------------------------------------------
+# The main container and repeated blocks
+
+CONTAINER_PAGE = (
+    b"<html><body>"
+    b"<div id=consent><p>We use cookies to improve your experience on this site.</p></div>"
+    b"<article><h1>Storm closes the harbour</h1>"
+    b"<p>The harbour closed on Monday after a storm brought waves of six metres to the coast "
+    b"and the port authority stopped all ferries until further notice.</p>"
+    b"<p>Fishermen said they had never seen the water rise so fast in the bay before.</p>"
+    b"<p>To view this video please enable JavaScript in your browser.</p>"
+    b"<p>Repairs to the pier are expected to take several weeks, the authority said.</p>"
+    b"<p>To view this video please enable JavaScript in your browser.</p>"
+    b"</article>"
+    b"<aside><ul><li>Related: ferry timetable changes for the summer season</li>"
+    b"<li>Signed by the editor of the weekly bulletin of the harbour</li></ul></aside>"
+    b"</body></html>")
+
+
+def _scored(page, default=0.3, **by_text):
+    """Scores per node: ``default`` everywhere, ``by_text[word]`` on nodes whose own text
+    starts with that word."""
+    probs = np.full(page.num_nodes, default)
+    for i, text in enumerate(page.node_text):
+        for word, score in by_text.items():
+            if text.startswith(word):
+                probs[i] = score
+    return probs
+
+
+def test_blocks_outside_the_main_container_are_dropped_unless_sure():
+    page = parse_page(CONTAINER_PAGE)
+    probs = _scored(page, The=0.95, Fishermen=0.9, Repairs=0.9, To=0.6, Storm=0.5,
+                    We=0.55, Related=0.5, Signed=0.97)
+    text = assemble_text(page, content_mask(page, probs, 0.4, repeats=False))
+    assert "harbour closed on Monday" in text and "Repairs to the pier" in text
+    assert "cookies" not in text and "ferry timetable" not in text  # outside, unsure
+    assert "Signed by the editor" in text  # outside, but the model is sure
+    without = assemble_text(page, content_mask(page, probs, 0.4, container=False,
+                                               repeats=False))
+    assert "cookies" in without and "ferry timetable" in without
+    keep = whole_blocks(page, probs, 0.4)
+    assert (main_container(page, keep, probs) <= keep).all()  # it only ever drops
+
+
+def test_the_main_container_is_the_deepest_element_holding_most_kept_text():
+    page = parse_page(CONTAINER_PAGE)
+    probs = _scored(page, The=0.95, Fishermen=0.9, Repairs=0.9, We=0.6, Related=0.6,
+                    Signed=0.6)
+    # share 0: every element qualifies, the deepest is one paragraph: everything else goes
+    only = assemble_text(page, main_container(page, whole_blocks(page, probs, 0.4), probs,
+                                              share=0.0, sure=1.1))
+    assert only.count("\n") == 0
+    nothing = np.zeros(page.num_nodes, dtype=bool)
+    assert not main_container(page, nothing, probs).any()
+
+
+def test_a_repeated_block_is_kept_once():
+    page = parse_page(CONTAINER_PAGE)
+    probs = _scored(page, default=0.9)
+    text = assemble_text(page, content_mask(page, probs, 0.4))
+    assert text.count("To view this video please enable JavaScript") == 1
+    assert text.index("To view this video") < text.index("Repairs to the pier")  # the first
+    twice = assemble_text(page, content_mask(page, probs, 0.4, repeats=False))
+    assert twice.count("To view this video please enable JavaScript") == 2
+    short = parse_page(b"<html><body><p>Photo AP</p><p>Some text in between.</p>"
+                       b"<p>Photo AP</p></body></html>")
+    keep = np.ones(short.num_nodes, dtype=bool)
+    assert (drop_repeated_blocks(short, keep) == keep).all()  # under three words: left alone
 
 
 # ------------------------------------------------------------------------------------------

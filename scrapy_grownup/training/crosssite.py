@@ -183,6 +183,8 @@ class Variant:
     name: str
     visibility: bool = False  # True: markup-hidden elements removed before the walk
     blocks: bool = True       # blocks judged whole
+    container: bool = True    # blocks outside the main container dropped unless sure
+    repeats: bool = True      # a repeated block kept once
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
 
@@ -190,6 +192,8 @@ class Variant:
 DEFAULT_VARIANTS = (
     Variant("grownup"),
     Variant("grownup -blocks", blocks=False),
+    Variant("grownup -container", container=False),
+    Variant("grownup -repeats", repeats=False),
     Variant("grownup +drop-hidden", visibility=True),
 )
 
@@ -214,7 +218,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
     for variant in variants:
         threshold = extractor.threshold if variant.threshold is None else variant.threshold
         out[variant.name] = [
-            assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks))
+            assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
+                                          variant.container, variant.repeats))
             if p is not None else "" for p, s in parsed[variant.visibility]]
     return out
 
