@@ -89,8 +89,18 @@ def json_ld_objects(page: PageStructure) -> list[dict]:
     return out
 
 
+# A JSON string (kept) or a JavaScript comment (dropped): strings first, so "https://..." stays.
+# An unterminated string or comment runs to the end, so no match is retried (linear time).
+_STRING_OR_COMMENT = re.compile(r'("(?:[^"\\]|\\.)*(?:"|\\?\Z))|//[^\n]*|/\*.*?(?:\*/|\Z)',
+                                re.DOTALL)
+_BETWEEN_VALUES = re.compile(r"[\s,;]*")
+_DECODER = json.JSONDecoder(strict=False)
+
+
 def _load_json(raw: str):
-    """Parsed JSON-LD, tolerating comment / CDATA wrappers and trailing commas."""
+    """Parsed JSON-LD, tolerating comment / CDATA wrappers, JavaScript comments, trailing
+    commas and several top-level values in one block (``{...},{...}``: a list of them; junk
+    after a complete value is dropped). ``None`` when no value parses."""
     raw = raw.strip()
     if raw.startswith(("<!--", "//", "<![CDATA[")):
         raw = re.sub(r"^(?://\s*)?(?:<!--|<!\[CDATA\[)", "", raw)
@@ -102,10 +112,18 @@ def _load_json(raw: str):
         pass
     except RecursionError:  # nested deeper than the interpreter's stack: not metadata
         return None
+    if "/" in raw:  # "ratingValue": "5" // hardcoded
+        raw = _STRING_OR_COMMENT.sub(lambda m: m.group(1) or "", raw)
+    raw = re.sub(r",\s*([}\]])", r"\1", raw).strip()
+    values, end = [], 0
     try:
-        return json.loads(re.sub(r",\s*([}\]])", r"\1", raw), strict=False)
+        while end < len(raw):  # the values before any junk that follows them are kept
+            value, end = _DECODER.raw_decode(raw, end)
+            values.append(value)
+            end = _BETWEEN_VALUES.match(raw, end).end()
     except (ValueError, RecursionError):
-        return None
+        pass
+    return values[0] if len(values) == 1 else values or None
 
 
 def _flatten(data, out: list[dict], depth: int) -> None:

@@ -106,6 +106,37 @@ def test_json_ld_tolerates_wrappers_lists_and_trailing_commas():
     assert meta.title == "H" and meta.authors == ["Ann Lee"]
 
 
+def test_json_ld_with_javascript_comments_and_several_objects_in_one_block():
+    # Patterns of wcxb_dev pages: hand-edited JSON-LD with "// ..." notes after values (URLs
+    # inside strings keep their "//"), and one block holding two objects separated by a comma.
+    p = page('<html><head><script type="application/ld+json">\n{\n'
+             '  "@context": "https://schema.org",\n  "@type": "BlogPosting",\n'
+             '  "headline": "Start an online business",\n'
+             '  "datePublished": "2025-05-28T13:46:45+05:00", // Current date/time in PKT\n'
+             '  /* the host */ "author": {"@type": "Person", "name": "Jeff Cobb",\n'
+             '    "sameAs": ["https://www.linkedin.com/in/jeffcobb"\n'
+             '      // Add his Twitter handle if available\n    ]}\n}</script>'
+             '<script type="application/ld+json">{"@context":"https:\\/\\/schema.org",'
+             '"@type":"LocalBusiness","name":"Cafe"},{"@context":"http:\\/\\/schema.org",'
+             '"@type":"WebSite","name":"Cafe Saigon"}</script></head><body>x</body></html>')
+    objects = json_ld_objects(p)
+    assert [o["@type"] for o in objects] == ["BlogPosting", "LocalBusiness", "WebSite"]
+    assert objects[0]["author"]["sameAs"] == ["https://www.linkedin.com/in/jeffcobb"]
+    meta = extract_metadata(p)
+    assert meta.title == "Start an online business" and meta.authors == ["Jeff Cobb"]
+    assert meta.published == "2025-05-28T13:46:45+05:00"
+
+
+def test_json_ld_repair_is_linear_on_unterminated_strings():
+    import time
+
+    p = page('<html><head><script type="application/ld+json">{"a": "'
+             + 'x\\"y/' * 100_000 + '</script></head><body>x</body></html>')
+    start = time.perf_counter()
+    assert json_ld_objects(p) == []
+    assert time.perf_counter() - start < 5
+
+
 def test_headline_node_follows_the_content():
     html = ("<html><body><h1>Site logo</h1><nav>menu</nav><div><h1>The story</h1>"
             "<p>Body text of the story.</p></div><div><h1>Your privacy</h1><p>cookies</p></div>"
