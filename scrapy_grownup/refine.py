@@ -45,35 +45,46 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     ``blocks``), restricted to the main container (``container``), each repeated block kept once
     (``repeats``), and optionally refined to the largest content group (``refine``)."""
     probs = np.asarray(probs, dtype=np.float64)
-    scores = block_scores(page, probs) if blocks else probs
+    lengths = page.text_lengths()
+    levels = depth_levels(page.depth)
+    block = block_of(page, levels) if blocks or repeats else None
+    scores = block_scores(page, probs, block, lengths) if blocks else probs
     keep = scores >= threshold
     if container:
-        keep = main_container(page, keep, scores)
+        keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
     if repeats:
-        keep = drop_repeated_blocks(page, keep)
+        keep = drop_repeated_blocks(page, keep, block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
 
 
-def block_of(page: PageStructure) -> np.ndarray:
+def block_of(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
     """Each node's block: itself when its tag is a block element, else its parent's block
-    (the root is a block). Parents precede children, so one pass in node order suffices."""
-    parent = page.parent.tolist()
-    out = list(range(page.num_nodes))
-    for i, tag in enumerate(page.tags):
-        if tag not in BLOCK_TAGS and parent[i] >= 0:
-            out[i] = out[parent[i]]
-    return np.asarray(out, dtype=np.int64)
+    (the root is a block). Resolved one depth level at a time, parents first (``levels``:
+    ``tree.depth_levels`` of the page when the caller has it)."""
+    n = page.num_nodes
+    out = np.arange(n, dtype=np.int64)
+    if not n:
+        return out
+    parent = page.parent.astype(np.int64)
+    inline = np.fromiter((tag not in BLOCK_TAGS for tag in page.tags), dtype=bool, count=n)
+    inline &= parent >= 0
+    for nodes in (depth_levels(page.depth) if levels is None else levels)[1:]:
+        nodes = nodes[inline[nodes]]
+        out[nodes] = out[parent[nodes]]
+    return out
 
 
-def block_scores(page: PageStructure, probs: np.ndarray) -> np.ndarray:
+def block_scores(page: PageStructure, probs: np.ndarray, block: np.ndarray | None = None,
+                 lengths: np.ndarray | None = None) -> np.ndarray:
     """Each text-owning node's score replaced by its block's text-length-weighted mean score;
-    nodes that own no text keep their own."""
+    nodes that own no text keep their own. (``block``, ``lengths``: ``block_of`` and
+    ``text_lengths`` when the caller has them.)"""
     scores = np.asarray(probs, dtype=np.float64).copy()
-    lengths = page.text_lengths().astype(np.float64)
+    lengths = (page.text_lengths() if lengths is None else lengths).astype(np.float64)
     owners = lengths > 0
     if not owners.any():
         return scores
-    block = block_of(page)
+    block = block_of(page) if block is None else block
     n = page.num_nodes
     weight = np.bincount(block[owners], weights=lengths[owners], minlength=n)
     mass = np.bincount(block[owners], weights=(lengths * scores)[owners], minlength=n)
@@ -90,45 +101,48 @@ def whole_blocks(page: PageStructure, probs: np.ndarray, threshold: float = 0.5)
 
 
 def main_container(page: PageStructure, keep: np.ndarray, scores: np.ndarray,
-                   share: float = CONTAINER_SHARE, sure: float = CONTAINER_SURE) -> np.ndarray:
+                   share: float = CONTAINER_SHARE, sure: float = CONTAINER_SURE,
+                   lengths: np.ndarray | None = None,
+                   levels: list[np.ndarray] | None = None) -> np.ndarray:
     """``keep`` without the text-owning nodes outside the deepest element whose subtree holds
     at least ``share`` of the kept text, unless their score reaches ``sure``."""
     keep = np.asarray(keep, dtype=bool)
-    lengths = page.text_lengths().astype(np.float64)
+    lengths = (page.text_lengths() if lengths is None else lengths).astype(np.float64)
     kept_text = np.where(keep, lengths, 0.0)
     total = kept_text.sum()
     if total <= 0:
         return keep.copy()
-    parent = page.parent.astype(np.int64)
-    levels = depth_levels(page.depth)
-    held = subtree_sum(kept_text, parent, levels)
+    levels = depth_levels(page.depth) if levels is None else levels
+    held = subtree_sum(kept_text, page.parent.astype(np.int64), levels)
     candidates = np.flatnonzero(held >= share * total - 1e-9)
     top = int(candidates[np.argmax(page.depth[candidates])])
-    # Pre-order: a subtree is a contiguous run of node ids starting at its root.
-    size = int(subtree_sum(np.ones(page.num_nodes), parent, levels)[top])
+    # Pre-order: a subtree is the run of node ids from its root to the next node that is not
+    # deeper than the root.
+    after = np.flatnonzero(page.depth[top + 1:] <= page.depth[top])
+    stop = top + 1 + int(after[0]) if len(after) else page.num_nodes
     inside = np.zeros(page.num_nodes, dtype=bool)
-    inside[top:top + size] = True
+    inside[top:stop] = True
     outside_text = (lengths > 0) & ~inside & (np.asarray(scores) < sure)
     return keep & ~outside_text
 
 
 def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
-                         min_words: int = REPEAT_MIN_WORDS) -> np.ndarray:
+                         min_words: int = REPEAT_MIN_WORDS, block: np.ndarray | None = None,
+                         lengths: np.ndarray | None = None) -> np.ndarray:
     """``keep`` with every kept block whose text (``min_words`` words or more) repeats an
     earlier kept block's dropped; the first one stays."""
     keep = np.asarray(keep, dtype=bool).copy()
     if not len(page.seg_text):
         return keep
-    block = block_of(page)
+    block = block_of(page) if block is None else block
     owners = page.seg_owner
     texts: dict[int, list[str]] = {}
-    for owner, text in zip(owners.tolist(), page.seg_text):
-        if keep[owner]:
-            texts.setdefault(int(block[owner]), []).append(text)
+    for k in np.flatnonzero(keep[owners]).tolist():
+        texts.setdefault(int(block[owners[k]]), []).append(page.seg_text[k])
     seen: set[str] = set()
     repeated: list[int] = []
     for b in sorted(texts):  # block roots in reading order
-        text = " ".join(" ".join(texts[b]).split()).casefold()
+        text = " ".join(texts[b]).casefold()  # runs are whitespace-normalised already
         if text.count(" ") + 1 < min_words:
             continue
         if text in seen:
@@ -136,7 +150,8 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
         else:
             seen.add(text)
     if repeated:
-        keep[np.isin(block, repeated) & (page.text_lengths() > 0)] = False
+        lengths = page.text_lengths() if lengths is None else lengths
+        keep[np.isin(block, repeated) & (lengths > 0)] = False
     return keep
 
 
