@@ -74,7 +74,8 @@ class ArticleExtractor:
 
     def __init__(self, model, featurizer, name: str = "", device: str | None = None,
                  threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
-                 output_format: str = "text", threads: int | None = DEFAULT_THREADS):
+                 output_format: str = "text", threads: int | None = DEFAULT_THREADS,
+                 adaptive: bool = True):
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -82,6 +83,9 @@ class ArticleExtractor:
         self.featurizer = featurizer
         self.name = name
         self.threshold = threshold
+        # True: each page's cut-off is chosen from its own scores within
+        # ``refine.ADAPTIVE_BAND`` of ``threshold``; False: ``threshold`` exactly
+        self.adaptive = adaptive
         self.refine = refine
         self.batch_nodes = batch_nodes
         if output_format not in OUTPUT_FORMATS:
@@ -96,13 +100,17 @@ class ArticleExtractor:
     def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
                         threshold: float | None = None, refine: bool | None = None,
                         limits: PageLimits | None = None, output_format: str = "text",
-                        threads: int | None = DEFAULT_THREADS) -> "ArticleExtractor":
+                        threads: int | None = DEFAULT_THREADS,
+                        adaptive: bool | None = None) -> "ArticleExtractor":
         """Load a shipped model (``"default"``, ``"fast"``, ``"minilm"``, or ``"auto"``:
         ``default`` on a GPU, ``fast`` on a CPU) or a directory, offline.
 
         The model's recorded encoder, encoder weights version and feature version must match
         what this installation computes; otherwise ``ModelLoadError`` says which differs.
         ``output_format="markdown"`` puts ``Article.markdown`` in ``Article.text`` too.
+        ``threshold``: without one, each page gets its own cut-off near the model's threshold
+        (``adaptive``, measured better across sites); a threshold given is used exactly
+        (``adaptive=True`` makes it the centre of the adaptive band instead).
         ``threads``: torch intra-op threads while the model runs (one by default, what small
         per-page models run best on; set for each call and restored afterwards, see
         ``scrapy_grownup.threads``); ``None`` leaves torch's own setting alone.
@@ -132,7 +140,8 @@ class ArticleExtractor:
                         threshold=options.get("threshold", 0.5) if threshold is None
                         else threshold,
                         refine=options.get("refine", False) if refine is None else refine,
-                        output_format=output_format, threads=threads)
+                        output_format=output_format, threads=threads,
+                        adaptive=threshold is None if adaptive is None else adaptive)
         extractor.version = version
         return extractor
 
@@ -236,7 +245,7 @@ class ArticleExtractor:
         from .head_fields import head_fields
 
         keep = content_mask(page, scores, self.threshold,
-                            self.refine if refine is None else refine)
+                            self.refine if refine is None else refine, adaptive=self.adaptive)
         # Code blocks and data tables whole, so text and Markdown never show half of one.
         keep = complete_blocks(page, keep)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \

@@ -71,6 +71,7 @@ def describe() -> dict:
         loaded = extractor.name
     return {"name": extractor.name, "loaded": loaded, "version": extractor.version,
             "device": str(extractor.device), "threshold": extractor.threshold,
+            "adaptive": bool(getattr(extractor, "adaptive", False)),
             "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres}
 
 

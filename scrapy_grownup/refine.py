@@ -6,8 +6,13 @@ block with its inline elements (``a``, ``span``, ``em``...) together, by their t
 score, so a kept sentence never loses its link text and a dropped teaser never leaves a stray
 link behind.
 
-Two page-level decisions follow, each measured across sites (README, "Decisions"):
+Three page-level decisions follow, each measured across sites (README, "Decisions"):
 
+- ``page_threshold``: the cut-off adapts to the page. Scores of one page split into two
+  groups (Otsu's criterion over its blocks, weighted by the log of their text length); the
+  cut-off between them is used, held within ``ADAPTIVE_BAND`` of the configured threshold, so
+  a page the model is unsure of as a whole loses less and the threshold knob still moves
+  precision against recall.
 - ``main_container``: most of a page's content sits in one element (the article, the thread,
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
@@ -36,19 +41,23 @@ from .tree import depth_levels, subtree_sum
 CONTAINER_SHARE = 0.7  # the main container holds at least this share of the kept text
 CONTAINER_SURE = 0.9   # blocks outside it stay only with at least this score
 REPEAT_MIN_WORDS = 3   # shorter repeated blocks ("Share", "Photo") are left alone
+ADAPTIVE_BAND = 0.2    # a page's own cut-off stays within this of the configured threshold
 
 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
-                 repeats: bool = True) -> np.ndarray:
-    """Nodes whose content probability reaches ``threshold`` (judged per block when
-    ``blocks``), restricted to the main container (``container``), each repeated block kept once
+                 repeats: bool = True, adaptive: bool = True) -> np.ndarray:
+    """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
+    the page within ``ADAPTIVE_BAND`` when ``adaptive``), judged per block when ``blocks``,
+    restricted to the main container (``container``), each repeated block kept once
     (``repeats``), and optionally refined to the largest content group (``refine``)."""
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
     block = block_of(page, levels) if blocks or repeats else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
+    if adaptive:
+        threshold = page_threshold(scores, lengths, threshold)
     keep = scores >= threshold
     if container:
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
@@ -91,6 +100,33 @@ def block_scores(page: PageStructure, probs: np.ndarray, block: np.ndarray | Non
     mean = np.divide(mass, weight, out=np.zeros(n), where=weight > 0)
     scores[owners] = mean[block[owners]]
     return scores
+
+
+def page_threshold(scores: np.ndarray, lengths: np.ndarray, threshold: float,
+                   band: float = ADAPTIVE_BAND) -> float:
+    """The cut-off that best splits the page's text-owning nodes' ``scores`` in two (Otsu:
+    most between-group variance, each node weighted by ``log(1 + text length)``), clipped to
+    ``threshold`` +- ``band``; ``threshold`` itself when the page has fewer than two distinct
+    scores."""
+    owners = lengths > 0
+    x = np.asarray(scores, dtype=np.float64)[owners]
+    if len(x) < 2:
+        return threshold
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    w = np.log1p(lengths[owners].astype(np.float64))[order]
+    below_w = np.cumsum(w)[:-1]
+    below_m = np.cumsum(w * x)[:-1]
+    total_w, total_m = below_w[-1] + w[-1], below_m[-1] + w[-1] * x[-1]
+    above_w = total_w - below_w
+    valid = (x[:-1] < x[1:]) & (below_w > 0) & (above_w > 0)
+    if not valid.any():
+        return threshold
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = below_w * above_w * (below_m / below_w - (total_m - below_m) / above_w) ** 2
+    k = int(np.argmax(np.where(valid, spread, -1.0)))
+    cut = (x[k] + x[k + 1]) / 2
+    return float(min(max(cut, threshold - band), threshold + band))
 
 
 def whole_blocks(page: PageStructure, probs: np.ndarray, threshold: float = 0.5) -> np.ndarray:

@@ -112,10 +112,12 @@ class GrownupRuntime:
                                       more_coming=self.more_coming)
         await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
         info = self.model_info
-        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s, refine %s, "
+        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s, refine %s, "
                     "%s: ready in %.1f s", info["loaded"], info["version"] or "unknown",
                     "" if info["loaded"] == s.model else f"; GROWNUP_MODEL = {s.model!r}",
-                    info["device"], info["threshold"], "on" if info["refine"] else "off",
+                    info["device"], info["threshold"],
+                    " (adapted per page)" if info.get("adaptive") else "",
+                    "on" if info["refine"] else "off",
                     "in a model process" if s.model_process else "on a thread of the crawl",
                     time.perf_counter() - start)
 

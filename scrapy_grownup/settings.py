@@ -111,7 +111,8 @@ def _seconds(name: str, value) -> float:
 
 
 def _threshold(name: str, value) -> float | None:
-    allowed = "a number between 0 and 1 (exclusive), or None for the model's own (0.5)"
+    allowed = ("a number between 0 and 1 (exclusive), used on every page, or None for each "
+               "page's own cut-off near the model's threshold")
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
     try:
@@ -265,7 +266,7 @@ class GrownupSettings:
     enabled: bool
     model: str
     device: str | None  # None: CUDA when available, else CPU
-    threshold: float | None  # None: the model's own (its recorded inference option, 0.5)
+    threshold: float | None  # None: adapted per page near the model's own (fast: 0.4)
     refine: bool | None  # None: the model's own (False)
     batch_pages: int
     batch_nodes: int

@@ -10,7 +10,7 @@ from scrapy_grownup.alignment import assemble_text
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
 from scrapy_grownup.refine import (block_of, content_mask, drop_repeated_blocks, main_container,
-                                   whole_blocks)
+                                   page_threshold, whole_blocks)
 
 
 def record(dataset, id_, url=None, **extra):
@@ -266,12 +266,12 @@ def test_blocks_outside_the_main_container_are_dropped_unless_sure():
     page = parse_page(CONTAINER_PAGE)
     probs = _scored(page, The=0.95, Fishermen=0.9, Repairs=0.9, To=0.6, Storm=0.5,
                     We=0.55, Related=0.5, Signed=0.97)
-    text = assemble_text(page, content_mask(page, probs, 0.4, repeats=False))
+    text = assemble_text(page, content_mask(page, probs, 0.4, repeats=False, adaptive=False))
     assert "harbour closed on Monday" in text and "Repairs to the pier" in text
     assert "cookies" not in text and "ferry timetable" not in text  # outside, unsure
     assert "Signed by the editor" in text  # outside, but the model is sure
     without = assemble_text(page, content_mask(page, probs, 0.4, container=False,
-                                               repeats=False))
+                                               repeats=False, adaptive=False))
     assert "cookies" in without and "ferry timetable" in without
     keep = whole_blocks(page, probs, 0.4)
     assert (main_container(page, keep, probs) <= keep).all()  # it only ever drops
@@ -301,6 +301,30 @@ def test_a_repeated_block_is_kept_once():
                        b"<p>Photo AP</p></body></html>")
     keep = np.ones(short.num_nodes, dtype=bool)
     assert (drop_repeated_blocks(short, keep) == keep).all()  # under three words: left alone
+
+
+def test_the_page_threshold_splits_the_pages_scores_within_the_band():
+    lengths = np.array([0, 50, 80, 120, 40, 60, 30])
+    # two clear groups, 0.1-0.15 and 0.3-0.35: the cut falls between them, under 0.4
+    scores = np.array([0.9, 0.1, 0.12, 0.15, 0.3, 0.33, 0.35])
+    cut = page_threshold(scores, lengths, 0.4)
+    assert 0.2 <= cut < 0.3 and abs(cut - (0.15 + 0.3) / 2) < 1e-9
+    assert page_threshold(scores, lengths, 0.6) == pytest.approx(0.4)  # clipped to 0.6 - 0.2
+    assert page_threshold(scores, lengths, 0.4, band=0.0) == 0.4  # no band: the threshold
+    assert page_threshold(np.full(7, 0.7), lengths, 0.4) == 0.4    # one distinct score
+    assert page_threshold(scores, np.zeros(7), 0.4) == 0.4          # no text at all
+    # the node without text (score 0.9) takes no part
+    assert page_threshold(scores, lengths, 0.4) == page_threshold(
+        np.where(lengths > 0, scores, 0.0), lengths, 0.4)
+
+
+def test_an_adaptive_cut_keeps_a_page_the_model_is_unsure_of():
+    page = parse_page(CONTAINER_PAGE)
+    probs = _scored(page, default=0.05, The=0.35, Fishermen=0.33, Repairs=0.34, To=0.3)
+    fixed = assemble_text(page, content_mask(page, probs, 0.4, adaptive=False))
+    adapted = assemble_text(page, content_mask(page, probs, 0.4))
+    assert fixed == "" and "harbour closed on Monday" in adapted and "Repairs" in adapted
+    assert "cookies" not in adapted
 
 
 # ------------------------------------------------------------------------------------------
@@ -385,15 +409,26 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
 
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     overall = {r["method"]: r for r in rows if r["slice"] == "all"}
-    assert {"grownup", "grownup -blocks", "grownup +drop-hidden", "perfect filter"} <= set(overall)
+    assert {"grownup", "grownup -blocks", "grownup -adaptive", "grownup -container",
+            "grownup -repeats", "grownup +drop-hidden", "perfect filter"} <= set(overall)
     assert all(r["pages"] == 40 for r in overall.values())
     assert overall["perfect filter"]["bow_f1"] > 0.8
     for fold in ("fold0", "fold1"):
         assert (out / "site-cv" / fold / "model" / "config.json").is_file()
     # a re-run resumes from the saved per-page scores: nothing is trained again
     mtime = (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime
+    scores = out / "site-cv" / "scores.jsonl"
+    before = scores.read_text().splitlines()
     assert main(argv) == 0
     assert (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime == mtime
+    assert scores.read_text().splitlines() == before  # nothing scored twice
+    # a method whose rows are deleted is scored again, and only it
+    kept = [line for line in before if json.loads(line)["method"] != "grownup -repeats"]
+    scores.write_text("\n".join(kept) + "\n")
+    assert main(argv) == 0
+    after = scores.read_text().splitlines()
+    assert after[:len(kept)] == kept
+    assert sorted(after[len(kept):]) == sorted(set(before) - set(kept))
 
 
 def test_trainer_dev_split_holds_whole_sites():

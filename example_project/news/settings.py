@@ -20,7 +20,8 @@ ADDONS = {"scrapy_grownup.Addon": 500}
 GROWNUP_MODEL = "auto"             # "default" on a GPU, "fast" on a CPU; or "fast", "minilm",
                                    # "default" (the most accurate), a directory of your own
 GROWNUP_WORKERS = "auto"           # featurization processes: one per core but one (at least 1)
-GROWNUP_THRESHOLD = None           # content cut-off: None is the model's own (0.5); lower
+GROWNUP_THRESHOLD = None           # content cut-off: None adapts it per page near the model's
+                                   # own (fast: 0.4); a number is used on every page, lower
                                    # for recall, higher for precision
 GROWNUP_MIN_TEXT_LENGTH = 1        # drop pages whose article is empty
 GROWNUP_OUTPUT_FORMAT = "text"     # or "markdown"

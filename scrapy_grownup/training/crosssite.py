@@ -185,6 +185,7 @@ class Variant:
     blocks: bool = True       # blocks judged whole
     container: bool = True    # blocks outside the main container dropped unless sure
     repeats: bool = True      # a repeated block kept once
+    adaptive: bool = True     # each page's cut-off from its own scores, near the threshold
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
 
@@ -192,6 +193,7 @@ class Variant:
 DEFAULT_VARIANTS = (
     Variant("grownup"),
     Variant("grownup -blocks", blocks=False),
+    Variant("grownup -adaptive", adaptive=False),
     Variant("grownup -container", container=False),
     Variant("grownup -repeats", repeats=False),
     Variant("grownup +drop-hidden", visibility=True),
@@ -219,7 +221,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         threshold = extractor.threshold if variant.threshold is None else variant.threshold
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
-                                          variant.container, variant.repeats))
+                                          variant.container, variant.repeats,
+                                          variant.adaptive))
             if p is not None else "" for p, s in parsed[variant.visibility]]
     return out
 
@@ -320,30 +323,40 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
               variants: Sequence[Variant] = DEFAULT_VARIANTS,
               baselines: Sequence[str] = BASELINES) -> list[PageScore]:
     """Train one model per plan (``train_fold(plan) -> ArticleExtractor``), score it and the
-    baselines on the plan's test pages; per-page scores go to ``out/scores.jsonl`` and a plan
-    already scored there is not run again (the protocol resumes)."""
+    baselines on the plan's test pages; per-page scores go to ``out/scores.jsonl``. A re-run
+    resumes per plan and method: only the variants and baselines a plan has no rows for yet are
+    scored (delete a method's rows to score it again)."""
     out.mkdir(parents=True, exist_ok=True)
     done_path = out / "scores.jsonl"
-    done: dict[str, list[PageScore]] = defaultdict(list)
+    done: dict[str, dict[str, list[PageScore]]] = defaultdict(lambda: defaultdict(list))
     if done_path.exists():
         for line in done_path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             plan_name = row.pop("plan")
-            done[plan_name].append(PageScore(**{k: tuple(v) if isinstance(v, list) else v
-                                                for k, v in row.items()}))
+            done[plan_name][row["method"]].append(
+                PageScore(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}))
     scores: list[PageScore] = []
     for plan in plans:
-        if plan.name in done:
-            logger.info("%s: already scored, %d rows", plan.name, len(done[plan.name]))
-            scores.extend(done[plan.name])
+        have = done.get(plan.name, {})
+        for rows in have.values():
+            scores.extend(rows)
+        todo_variants = [v for v in variants if v.name not in have]
+        todo_baselines = [b for b in available_baselines(baselines) if b not in have]
+        todo_perfect = "perfect filter" not in have
+        if plan.test and not (todo_variants or todo_baselines or todo_perfect):
+            logger.info("%s: already scored", plan.name)
             continue
         check_disjoint(plan, everything)
         start = time.perf_counter()
-        extractor = train_fold(plan)
-        if not plan.test:  # the final model: nothing held out, nothing to score
-            continue
-        texts = model_texts(extractor, plan.test, variants)
-        plan_scores = score_methods(plan.test, texts) + baseline_scores(plan.test, baselines)
+        plan_scores: list[PageScore] = []
+        if todo_variants or not plan.test:
+            extractor = train_fold(plan)
+            if not plan.test:  # the final model: nothing held out, nothing to score
+                continue
+            plan_scores += score_methods(plan.test, model_texts(extractor, plan.test,
+                                                                todo_variants))
+        if todo_baselines or todo_perfect:
+            plan_scores += baseline_scores(plan.test, todo_baselines, perfect=todo_perfect)
         with done_path.open("a", encoding="utf-8") as fh:
             for s in plan_scores:
                 fh.write(json.dumps({"plan": plan.name, **s.__dict__}) + "\n")
