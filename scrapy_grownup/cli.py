@@ -373,8 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cpu, cuda or cuda:N (default: cuda when available)")
     knob = p.add_mutually_exclusive_group()
     knob.add_argument("--threshold", type=_probability, default=None,
-                      help="content probability an element needs to be kept (default: the "
-                           "model's; fast: 0.4): lower keeps more text, higher keeps less")
+                      help="content probability an element needs to be kept, the same on "
+                           "every page (default: each page's own cut-off within 0.2 of the "
+                           "model's threshold, fast: 0.4): lower keeps more text, higher less")
     knob.add_argument("--precision", dest="threshold", action="store_const",
                       const=PRECISION_THRESHOLD,
                       help=f"favour precision (threshold {PRECISION_THRESHOLD}; fast on unseen "
