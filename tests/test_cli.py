@@ -148,13 +148,14 @@ def test_extract_threshold_knob(pages, tmp_path, capsys):
 
 
 def test_extract_precision_and_recall_presets(pages, tmp_path, capsys):
-    from scrapy_grownup.cli import PRECISION_THRESHOLD, RECALL_THRESHOLD, build_parser
+    from scrapy_grownup.cli import RECALL_THRESHOLD, build_parser
 
     parse = build_parser().parse_args
-    assert parse(["extract", "x.html", "--precision"]).threshold == PRECISION_THRESHOLD
+    precise = parse(["extract", "x.html", "--precision"])
+    assert precise.precision and precise.threshold is None  # the adaptive cut-off, refined
     assert parse(["extract", "x.html", "--recall"]).threshold == RECALL_THRESHOLD
-    assert parse(["extract", "x.html"]).threshold is None  # the model's own
-    assert RECALL_THRESHOLD < PRECISION_THRESHOLD
+    assert parse(["extract", "x.html"]).threshold is None  # adapted per page
+    assert RECALL_THRESHOLD < 0.4
     with pytest.raises(SystemExit) as exit_info:
         main(["extract", str(pages / "a.html"), "--precision", "--threshold", "0.3"])
     assert exit_info.value.code == 2
