@@ -204,6 +204,12 @@ def cmd_genre_cv(args) -> int:
     return run(args)
 
 
+def cmd_genre_sites(args) -> int:
+    from .training.genre_sites import run
+
+    return run(args)
+
+
 def cmd_fit_heads(args) -> int:
     from .training.fit_heads import run
 
@@ -431,10 +437,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_presets)
 
     from .training import fit_heads as heads_module, genre as genre_module, roles as roles_module
+    from .training import genre_sites as genre_sites_module
 
     p = sub.add_parser("genre-cv", help="10-fold CV of the genre head vs a TF-IDF baseline")
     genre_module.add_arguments(p)
     p.set_defaults(func=cmd_genre_cv)
+
+    p = sub.add_parser("genre-sites", help="page type on unseen sites: the genre head on the "
+                       "site-cv folds' backbones vs text baselines, same folds")
+    genre_sites_module.add_arguments(p)
+    p.set_defaults(func=cmd_genre_sites)
 
     p = sub.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
     roles_module.add_arguments(p)

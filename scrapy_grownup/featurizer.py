@@ -132,22 +132,25 @@ class Featurizer:
         tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
         tensors["ptr"] = torch.from_numpy(offsets)
         tensors["truncated"] = torch.tensor([bool(page.truncated) for page in pages])
-        return GraphBatch(n, len(pages), tensors)
+        return GraphBatch(n, len(pages), tensors, pages=list(pages))
 
 
 class GraphBatch:
     """Tensors of a batch of page graphs (``Featurizer.batch``), with the attributes the model
     reads from a ``torch_geometric`` ``Batch``: ``batch``, ``ptr``, ``num_nodes``,
-    ``num_graphs``, ``edge_index``, ``edge_type`` and the input blocks."""
+    ``num_graphs``, ``edge_index``, ``edge_type`` and the input blocks. ``pages``: the parsed
+    pages (a genre head that reads page signals computes them from these, only then)."""
 
-    def __init__(self, num_nodes: int, num_graphs: int, tensors: dict):
+    def __init__(self, num_nodes: int, num_graphs: int, tensors: dict, pages=None):
         self.num_nodes, self.num_graphs = num_nodes, num_graphs
         self.keys = list(tensors)
         self.__dict__.update(tensors)
+        self.pages = pages
 
     def to(self, device) -> "GraphBatch":
         return GraphBatch(self.num_nodes, self.num_graphs,
-                          {key: getattr(self, key).to(device) for key in self.keys})
+                          {key: getattr(self, key).to(device) for key in self.keys},
+                          pages=self.pages)
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{key}={list(getattr(self, key).shape)}" for key in self.keys)

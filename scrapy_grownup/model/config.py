@@ -57,6 +57,9 @@ class ModelConfig:
     genre_readout: str = "page"
     genre_hidden: int = 128
     genre_dropout: float = 0.5
+    # "" or the ``page_signals.SIGNAL_VERSION`` whose page signals (URL, JSON-LD types, forms,
+    # prices, repeated siblings, class words) the content-pooled genre head also reads.
+    genre_signals: str = ""
     role_head_hidden: int = 0       # 0: Linear(K, R); else Linear(K, h) -> ReLU -> Linear(h, R)
     # What the role head sees: "nodes" (the node features) or "context"
     # (``heads.ContextRoleHead``: also the node's own inputs and its ancestors' class / id).
@@ -104,6 +107,8 @@ class ModelConfig:
                             f"num_heads {self.num_heads}")
         if self.genre_readout not in GENRE_READOUTS:
             problems.append(f"genre_readout {self.genre_readout!r} not in {GENRE_READOUTS}")
+        if self.genre_signals and self.genre_readout != "content_pooled":
+            problems.append("genre_signals needs genre_readout 'content_pooled'")
         if self.genre_hidden <= 0 or not 0.0 <= self.genre_dropout < 1.0:
             problems.append("genre_hidden must be positive and genre_dropout in [0, 1)")
         if self.role_features not in ROLE_FEATURES:

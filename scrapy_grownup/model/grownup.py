@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -120,10 +121,13 @@ class GrownUpModel(nn.Module):
         from .backbone import graph_inputs
 
         vec, _, num_pages = graph_inputs(batch)
-        return self.genre_readout.pool(
+        pooled = self.genre_readout.pool(
             nodes, content,
             lambda rows: input_rows(batch, "x_text", rows), input_rows(batch, "x_struct"),
             vec, num_pages)
+        if not self.config.genre_signals:
+            return pooled
+        return torch.cat([pooled, batch_signals(batch, num_pages).to(pooled)], dim=1)
 
     def head_probabilities(self, output: ModelOutput) -> tuple[Any, Any]:
         """``(roles [N, R], genre [B, G])`` numpy probabilities of ``output`` (None for a head
@@ -359,9 +363,37 @@ def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
     missing = {"x_text", "x_struct"} - set(widths)
     if missing:
         raise ValueError(f"genre_readout 'content_pooled' needs input blocks {sorted(missing)}")
+    extra = 0
+    if config.genre_signals:
+        from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION
+
+        if config.genre_signals != SIGNAL_VERSION:
+            raise ValueError(f"the genre head reads page signals version "
+                             f"{config.genre_signals!r}; this package computes {SIGNAL_VERSION!r}")
+        extra = SIGNAL_DIM
     return ContentPooledReadout(config.hidden_size, widths["x_text"], widths["x_struct"],
                                 _text_length_column(), config.genre_hidden,
-                                config.genre_dropout)
+                                config.genre_dropout, extra_dim=extra)
+
+
+def batch_signals(batch: Any, num_pages: int) -> Tensor:
+    """``[B, SIGNAL_DIM]`` page signals of a batch: its ``x_signals`` (training sets them from
+    cached values) or computed from the parsed pages it carries (``GraphBatch.pages``, or the
+    ``page`` of each ``build_graph`` graph)."""
+    given = getattr(batch, "x_signals", None)
+    if given is not None:
+        return given.float()
+    pages = getattr(batch, "pages", None)
+    if pages is None:
+        pages = getattr(batch, "page", None)
+        if pages is not None and not isinstance(pages, (list, tuple)):
+            pages = [pages]
+    if pages is None or len(pages) != num_pages:
+        raise ValueError("this genre head reads page signals: the batch needs x_signals or "
+                         "the parsed pages (Featurizer.batch / build_graph)")
+    from ..page_signals import page_signals
+
+    return torch.from_numpy(np.stack([page_signals(page) for page in pages]))
 
 
 def _context_role_head(config: ModelConfig) -> ContextRoleHead:

@@ -102,10 +102,12 @@ class ContentPooledReadout(nn.Module):
     """
 
     def __init__(self, hidden_size: int, text_dim: int, struct_dim: int, text_length_column: int,
-                 out_dim: int, dropout: float = 0.5):
+                 out_dim: int, dropout: float = 0.5, extra_dim: int = 0):
         super().__init__()
         self.text_length_column = int(text_length_column)
-        self.in_dim = 3 * hidden_size + 2 * text_dim + 2 * struct_dim + 4
+        # extra_dim: page-level inputs appended after ``pool`` (``page_signals``)
+        self.extra_dim = int(extra_dim)
+        self.in_dim = 3 * hidden_size + 2 * text_dim + 2 * struct_dim + 4 + self.extra_dim
         self.norm = PageBatchNorm(self.in_dim)
         self.net = nn.Sequential(nn.Dropout(dropout), make_linear(self.in_dim, out_dim),
                                  nn.LayerNorm(out_dim), nn.ReLU(), nn.Dropout(dropout))
@@ -151,7 +153,8 @@ class ContentPooledReadout(nn.Module):
         return self.net(self.norm(pooled))
 
     def extra_repr(self) -> str:
-        return f"in={self.in_dim}, text_length_column={self.text_length_column}"
+        return (f"in={self.in_dim}, text_length_column={self.text_length_column}, "
+                f"extra={self.extra_dim}")
 
 
 class ContextRoleHead(nn.Module):

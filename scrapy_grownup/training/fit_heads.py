@@ -3,7 +3,8 @@
 ``grownup fit-heads --model fast --out DIR`` adds a genre head (page-type pages outside the
 trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the site-disjoint
 split) to a content model (``heads.fit_genre_head`` / ``fit_role_head`` on the backbone's
-frozen features), and reports both on pages and sites the heads never saw.
+frozen features), and reports both on pages and sites the heads never saw. ``--signals``: the
+genre head also reads ``page_signals`` (computed from the parsed page at serving time).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from dataclasses import asdict
 
 import numpy as np
 
+from .. import datasets
 from ..extractor import resolve_model_dir
+from ..page_signals import SIGNAL_VERSION
 from .command import report, standalone
 from .corpus import corpus_encoder
 from .genre import GENRES, genre_corpus, scores, text_baseline
 from .genre import format_table as genre_table
+from .genre_sites import record_signals
 from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
 from .holdout import heldout_ids, site_split
 from .roles import ROLES, l3s_store, node_text_lengths, role_scores
@@ -37,7 +41,8 @@ def add_heads(args) -> dict:
     config = base.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
                                  genre_readout="content_pooled", num_roles=len(ROLES),
                                  role_names=list(ROLES), role_head_hidden=args.role_hidden,
-                                 role_features="context")
+                                 role_features="context",
+                                 genre_signals=SIGNAL_VERSION if args.signals else "")
     model = GrownUpModel(config)
     model.backbone.load_state_dict(base.backbone.state_dict())
     model.node_head.load_state_dict(base.node_head.state_dict())
@@ -52,7 +57,12 @@ def add_heads(args) -> dict:
     held = set(heldout_ids("pagetype"))
     test = [i for i, page_id in enumerate(store.ids) if page_id in held]
     train = [i for i, page_id in enumerate(store.ids) if page_id not in held]
-    x, _ = frozen_features(model, store, train + test, batch_nodes=cfg.batch_nodes)
+    signals = None
+    if args.signals:  # the head also reads the page signals (URL, JSON-LD, forms, prices...)
+        records = {r.id: r for r in datasets.load("pagetype", ids=store.ids)}
+        signals = record_signals([records[i] for i in store.ids], workers=args.workers)
+    x, _ = frozen_features(model, store, train + test, batch_nodes=cfg.batch_nodes,
+                           signals=signals)
     fit_genre_head(model, x[:len(train)], y[train], cfg)
     pred = predict_genre(model, x[len(train):]).argmax(1)
     texts = info["texts"]
@@ -68,7 +78,7 @@ def add_heads(args) -> dict:
     store, roles, hosts = l3s_store(encoder, workers=args.workers)
     train_pos, test_pos = site_split(hosts)
     _, nodes = frozen_features(model, store, list(train_pos) + list(test_pos), roles,
-                               cfg.batch_nodes)
+                               cfg.batch_nodes, genre=False)
     train_nodes, test_nodes = nodes[:len(train_pos)], nodes[len(train_pos):]
     fit_role_head(model, torch.cat([n[0] for n in train_nodes]),
                   torch.cat([n[1] for n in train_nodes]), cfg)
@@ -102,6 +112,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="where to write the model with heads")
     parser.add_argument("--role-hidden", type=int, default=256,
                         help="hidden width of the role head (0: linear)")
+    parser.add_argument("--signals", action="store_true",
+                        help="the genre head also reads the page signals (page_signals.py: "
+                             "URL, JSON-LD types, forms, prices, repeated siblings, class words)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--workers", type=int, default=2,
                         help="featurization processes (default: 2)")

@@ -32,32 +32,38 @@ class HeadFitConfig:
 
 
 def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None = None,
-                    batch_nodes: int = 16_000):
+                    batch_nodes: int = 16_000, signals: np.ndarray | None = None,
+                    genre: bool = True):
     """One eval-mode pass of ``model`` over store ``pages``.
 
     Returns ``(genre, nodes)``: ``genre`` [len(pages), D] what the genre head's trainable part
     starts from (``GrownUpModel.genre_inputs``; None without a genre head), and ``nodes``
     a list per page of ``(role inputs [m, D], role labels [m])`` for the nodes with a role
     label in ``roles`` (``GrownUpModel.role_inputs``, store node order; None when ``roles`` is
-    None).
+    None). ``signals`` [store pages, SIGNAL_DIM]: the page signals of a genre head that reads
+    them (``ModelConfig.genre_signals``), by store page. ``genre=False``: no genre inputs
+    (``genre`` is None), e.g. for the role head's pages.
     """
     import torch
 
     model.eval()
     pages = [int(i) for i in pages]
     ptr = store.page_ptr
-    genre: list = [None] * len(pages)
+    with_genre = genre and model.genre_head is not None
+    genre_rows: list = [None] * len(pages)
     nodes: list = [None] * len(pages)
     with torch.inference_mode():
         for ids in node_budget_batches([store.num_nodes(i) for i in pages], batch_nodes):
             chosen = [pages[k] for k in ids]
             batch = store.collate(chosen)
+            if signals is not None:
+                batch.x_signals = torch.from_numpy(np.asarray(signals[chosen], np.float32))
             node_feats, page_feats = model.backbone(batch)
             content = torch.sigmoid(model.node_head(node_feats).float())
-            if model.genre_head is not None:
+            if with_genre:
                 inputs = model.genre_inputs(batch, node_feats, page_feats, content)
                 for j, k in enumerate(ids):
-                    genre[k] = inputs[j].clone()
+                    genre_rows[k] = inputs[j].clone()
             if roles is not None:
                 role_inputs = model.role_inputs(batch, node_feats, content)
                 bptr = batch.ptr.tolist()
@@ -65,7 +71,7 @@ def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None
                     labels = torch.from_numpy(roles[ptr[i]:ptr[i + 1]].astype(np.int64))
                     keep = labels >= 0
                     nodes[k] = (role_inputs[bptr[j]:bptr[j + 1]][keep].clone(), labels[keep])
-    stacked = torch.stack(genre) if model.genre_head is not None and pages else None
+    stacked = torch.stack(genre_rows) if with_genre and pages else None
     return stacked, (nodes if roles is not None else None)
 
 

@@ -1,0 +1,166 @@
+"""Page type on unseen sites: page signals, and the genre-sites protocol end to end on a slice."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scrapy_grownup import datasets
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.page_signals import SIGNAL_DIM, SIGNAL_GROUPS, page_signals, url_tokens
+
+PRODUCT = b"""<html><head><title>Blue kettle</title>
+<script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product",
+ "offers": {"@type": "Offer", "price": "19.99"}}</script>
+<meta property="og:type" content="product"></head><body>
+<div class="product-detail"><h1>Blue kettle</h1><span class="price">$19.99</span>
+<form><input name="qty"><button>Add to cart</button></form></div>
+<ul class="grid">""" + b"".join(
+    b'<li class="card"><a href="/p/%d">Related kettle number %d with a lid</a></li>' % (i, i)
+    for i in range(6)) + b"</ul></body></html>"
+
+
+def test_page_signals_read_url_schema_dom_and_attributes():
+    assert SIGNAL_DIM == sum(SIGNAL_GROUPS.values())
+    assert url_tokens("https://shop.test/products/blue-kettle-2?x=1") == [
+        "products", "blue", "kettle"]
+    assert url_tokens(None) == [] and url_tokens("http://[bad") == []
+    page = parse_page(PRODUCT, url="https://shop.test/products/blue-kettle")
+    v = page_signals(page)
+    assert v.shape == (SIGNAL_DIM,) and v.dtype == np.float32 and np.isfinite(v).all()
+    other = page_signals(page, url="https://shop.test/forum/thread/1")
+    assert not np.array_equal(v[:SIGNAL_GROUPS["url"]], other[:SIGNAL_GROUPS["url"]])
+    assert np.array_equal(v[SIGNAL_GROUPS["url"]:], other[SIGNAL_GROUPS["url"]:])
+    from scrapy_grownup import page_signals as S
+
+    schema = v[SIGNAL_GROUPS["url"]:SIGNAL_GROUPS["url"] + SIGNAL_GROUPS["schema"]]
+    assert schema[S.SCHEMA_TYPES.index("product")] == 1
+    assert schema[S.SCHEMA_TYPES.index("offer")] == 1
+    assert schema[len(S.SCHEMA_TYPES) + S.OG_TYPES.index("product")] == 1
+    assert schema[S.SCHEMA_TYPES.index("article")] == 0
+    dom = v[SIGNAL_GROUPS["url"] + SIGNAL_GROUPS["schema"]:-SIGNAL_GROUPS["attrs"]]
+    named = dict(zip(S.DOM_COUNTS + S.DOM_SHAPE, dom))
+    assert named["form"] > 0 and named["button"] > 0
+    assert named["prices"] > 0 and named["cart_words"] > 0
+    assert named["max_repeat"] == pytest.approx(np.log1p(6))  # the six cards
+    assert 0.5 < named["link_text_share"] < 1
+    attrs = dict(zip(S.ATTR_WORDS, v[-SIGNAL_GROUPS["attrs"]:]))
+    assert attrs["product"] > 0 and attrs["price"] > 0 and attrs["card"] > 0
+    assert attrs["thread"] == 0
+    # deterministic (hashing is crc32, not Python's salted hash)
+    assert np.array_equal(v, page_signals(parse_page(PRODUCT, url=page.url)))
+
+
+def _fold_models(root, plans):
+    import torch
+
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.featurizer import feature_blocks
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
+
+    encoder = get_encoder("static")
+    for k in plans:
+        torch.manual_seed(k)
+        config = ModelConfig.preset("tiny", encoder="static", text_dim=encoder.dim,
+                                    encoder_version=encoder.version,
+                                    input_blocks=feature_blocks(encoder.dim))
+        GrownUpModel(config).save_pretrained(root / f"fold{k}" / "model", encoder="static",
+                                             encoder_version=encoder.version,
+                                             metadata={"plan": f"fold{k}"})
+
+
+@pytest.mark.slow
+def test_genre_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
+    try:
+        datasets.ensure_unpacked("wcxb_dev")
+    except datasets.DatasetNotAvailable:
+        pytest.skip("wcxb_dev not available")
+    from scrapy_grownup.cli import main
+
+    monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
+    _fold_models(tmp_path / "folds", range(2))
+    out = tmp_path / "result.json"
+    argv = ["genre-sites", "--fold-models", str(tmp_path / "folds"), "--eval-datasets",
+            "wcxb_dev", "--train-datasets", "", "--folds", "2", "--limit", "40",
+            "--arms", "head,head+signals,text,text+url+signals,signals", "--workers", "1",
+            "--json", str(out)]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "accuracy" in table and "confusion (head;" in table
+    result = json.loads(out.read_text())
+    assert result["pages"] == 40 and result["protocol"] == "site-cv"
+    assert set(result["arms"]) == {"head", "head+signals", "text", "text+url+signals",
+                                   "signals"}
+    assert sum(f["test_pages"] for f in result["per_fold"]) == 40
+    for arm in result["arms"].values():
+        assert 0 <= arm["accuracy"] <= 1
+        assert sum(map(sum, arm["confusion"])) == 40
+        assert set(arm["per_type_f1"]) == set(result["classes"])
+    # a fold model of another plan is refused (its backbone may have seen the fold's sites)
+    (tmp_path / "folds" / "fold1").rename(tmp_path / "folds" / "x")
+    (tmp_path / "folds" / "fold0").rename(tmp_path / "folds" / "fold1")
+    (tmp_path / "folds" / "x").rename(tmp_path / "folds" / "fold0")
+    with pytest.raises(SystemExit, match="plan"):
+        main(argv)
+
+
+def _signals_model(tmp_path):
+    import torch
+
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.featurizer import feature_blocks
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
+    from scrapy_grownup.page_signals import SIGNAL_VERSION
+    from scrapy_grownup.training.genre import GENRES
+
+    encoder = get_encoder("static")
+    torch.manual_seed(0)
+    config = ModelConfig.preset("tiny", encoder="static", text_dim=encoder.dim,
+                                encoder_version=encoder.version,
+                                input_blocks=feature_blocks(encoder.dim), num_genres=len(GENRES),
+                                genre_names=list(GENRES), genre_readout="content_pooled",
+                                genre_signals=SIGNAL_VERSION)
+    model = GrownUpModel(config).eval()
+    model.save_pretrained(tmp_path / "m", encoder="static", encoder_version=encoder.version)
+    return model
+
+
+def test_genre_head_reads_page_signals_at_serving_time(tmp_path):
+    """A head with ``genre_signals`` gets them from the parsed pages when serving and from
+    ``x_signals`` when fitted on a store; both give the same probabilities."""
+    import torch
+
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.model import ModelConfig
+
+    model = _signals_model(tmp_path)
+    assert model.genre_readout.extra_dim == SIGNAL_DIM
+    extractor = ArticleExtractor.from_pretrained(str(tmp_path / "m"), device="cpu")
+    assert extractor.model.config.genre_signals == model.config.genre_signals
+    article = extractor.extract(PRODUCT, url="https://shop.test/products/blue-kettle")
+    assert article.page_type in model.genre_names and 0 < article.page_type_score <= 1
+    page = parse_page(PRODUCT, url="https://shop.test/products/blue-kettle")
+    served = extractor.predict([page])[0]["genre"]
+    batch = extractor.featurizer.batch([page])
+    batch.pages = None
+    batch.x_signals = torch.from_numpy(page_signals(page)[None])
+    with torch.no_grad():
+        _, given = model.head_probabilities(model(batch))
+    assert np.allclose(served, given[0], atol=1e-5)
+    # the URL is one of the signals: another URL, other probabilities
+    other = parse_page(PRODUCT, url="https://shop.test/forum/thread/1")
+    assert not np.allclose(served, extractor.predict([other])[0]["genre"])
+    batch.x_signals = None
+    with pytest.raises(ValueError, match="page signals"):
+        model(batch)
+    with pytest.raises(ValueError, match="content_pooled"):
+        ModelConfig.preset("tiny", encoder="static", text_dim=256, num_genres=7,
+                           genre_signals="1")
+    with pytest.raises(ValueError, match="page signals version"):
+        _signals_model_config_version(model, "0")
+
+
+def _signals_model_config_version(model, version):
+    from scrapy_grownup.model import GrownUpModel
+
+    return GrownUpModel(model.config.replace(genre_signals=version))
