@@ -17,6 +17,9 @@ Three page-level decisions follow, each measured across sites (README, "Decision
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
   just above the threshold.
+- ``without_headline``: the headline is the article's ``title``, not the first line of its
+  text; the kept headline element (``metadata.headline_node``) that opens the kept text is
+  dropped from the body.
 - ``drop_repeated_blocks``: a block whose text repeats an earlier kept block (a consent
   placeholder for every embed, a "video needs JavaScript" notice, a headline shown twice) is
   kept once.
@@ -46,11 +49,13 @@ ADAPTIVE_BAND = 0.2    # a page's own cut-off stays within this of the configure
 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
-                 repeats: bool = True, adaptive: bool = True) -> np.ndarray:
+                 repeats: bool = True, adaptive: bool = True,
+                 headline: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``ADAPTIVE_BAND`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
-    (``repeats``), and optionally refined to the largest content group (``refine``)."""
+    (``repeats``), the headline left to the title (``headline``), and optionally refined to the
+    largest content group (``refine``)."""
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
@@ -63,6 +68,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
     if repeats:
         keep = drop_repeated_blocks(page, keep, block=block, lengths=lengths)
+    if headline:
+        keep = without_headline(page, keep)
     return largest_content_group(page, keep) if refine else keep
 
 
@@ -160,6 +167,29 @@ def main_container(page: PageStructure, keep: np.ndarray, scores: np.ndarray,
     inside[top:stop] = True
     outside_text = (lengths > 0) & ~inside & (np.asarray(scores) < sure)
     return keep & ~outside_text
+
+
+def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
+    """``keep`` without the headline element's text when it opens the kept text (nothing kept
+    comes before it): the headline is the article's ``title``."""
+    from .metadata import headline_node
+
+    keep = np.asarray(keep, dtype=bool)
+    if not keep.any() or not len(page.seg_text):
+        return keep
+    head = headline_node(page, keep)
+    if head is None:
+        return keep
+    runs = page.subtree_runs(head)
+    kept_runs = np.flatnonzero(keep[page.seg_owner])
+    if not len(runs) or not len(kept_runs) or kept_runs[0] < runs[0]:
+        return keep
+    owners = np.unique(page.seg_owner[runs])
+    if not keep[owners].any():
+        return keep
+    out = keep.copy()
+    out[owners] = False
+    return out
 
 
 def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,

@@ -10,7 +10,7 @@ from scrapy_grownup.alignment import assemble_text
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
 from scrapy_grownup.refine import (block_of, content_mask, drop_repeated_blocks, main_container,
-                                   page_threshold, whole_blocks)
+                                   page_threshold, whole_blocks, without_headline)
 
 
 def record(dataset, id_, url=None, **extra):
@@ -301,6 +301,22 @@ def test_a_repeated_block_is_kept_once():
                        b"<p>Photo AP</p></body></html>")
     keep = np.ones(short.num_nodes, dtype=bool)
     assert (drop_repeated_blocks(short, keep) == keep).all()  # under three words: left alone
+
+
+def test_the_headline_goes_to_the_title_not_the_text():
+    page = parse_page(CONTAINER_PAGE)
+    probs = _scored(page, default=0.05, Storm=0.8, The=0.9, Fishermen=0.9, Repairs=0.9)
+    text = assemble_text(page, content_mask(page, probs, 0.4, adaptive=False))
+    assert text.startswith("The harbour closed on Monday") and "Storm closes" not in text
+    kept = assemble_text(page, content_mask(page, probs, 0.4, adaptive=False, headline=False))
+    assert kept.startswith("Storm closes the harbour")
+    # a heading after the start of the kept text is a section heading: it stays
+    inside = parse_page(b"<html><body><article><p>The storm reached the coast on Monday night "
+                        b"and the ferries stopped.</p><h1>What happens next</h1><p>Repairs "
+                        b"will take weeks, the port authority said on Tuesday.</p></article>"
+                        b"</body></html>")
+    keep = np.ones(inside.num_nodes, dtype=bool)
+    assert "What happens next" in assemble_text(inside, without_headline(inside, keep))
 
 
 def test_the_page_threshold_splits_the_pages_scores_within_the_band():

@@ -186,6 +186,7 @@ class Variant:
     container: bool = True    # blocks outside the main container dropped unless sure
     repeats: bool = True      # a repeated block kept once
     adaptive: bool = True     # each page's cut-off from its own scores, near the threshold
+    headline: bool = True     # the headline left to the title, not the text
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
 
@@ -196,6 +197,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -adaptive", adaptive=False),
     Variant("grownup -container", container=False),
     Variant("grownup -repeats", repeats=False),
+    Variant("grownup -headline", headline=False),
     Variant("grownup +drop-hidden", visibility=True),
 )
 
@@ -222,7 +224,7 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
                                           variant.container, variant.repeats,
-                                          variant.adaptive))
+                                          variant.adaptive, variant.headline))
             if p is not None else "" for p, s in parsed[variant.visibility]]
     return out
 
