@@ -332,11 +332,13 @@ def test_a_page_over_its_time_budget_is_a_timeout_and_the_pool_goes_on(workers):
     from scrapy_grownup.workers import PageTimeoutError
 
     urls = ["ok:1", "hang-python:", "ok:2", "hang-blocked:", "ok:3", "ok:4"] if workers \
-        else ["ok:1", "sleep:5", "ok:2", "ok:3"]
+        else ["ok:1", "sleep:8", "ok:2", "ok:3"]
+    # 2.5 s, not less: a worker restarted after a kill parses its first page cold (imports
+    # included), which on a loaded 2-core machine took over 1 s
 
     async def main():
         pool = FeaturizerPool(workers=workers, max_pending=8, parse=hanging_parse,
-                              page_timeout=1.0)
+                              page_timeout=2.5)
         try:
             await pool.structure(PAGE, "ok:warm-up")
             start = time.perf_counter()
@@ -351,11 +353,11 @@ def test_a_page_over_its_time_budget_is_a_timeout_and_the_pool_goes_on(workers):
     bad = {u for u in urls if not u.startswith("ok:")}
     assert outcome == {u: "PageTimeoutError" if u in bad else "ParsedPage" for u in urls}
     if workers:
-        assert "GROWNUP_PAGE_TIMEOUT" in str(results[1])  # the worker's own alarm, at 1 s
-        assert "the worker was stopped" in str(results[3])  # killed at 1 + 2 s
-        assert restarts == 1 and seconds < 12, seconds
+        assert "GROWNUP_PAGE_TIMEOUT" in str(results[1])  # the worker's own alarm, at 2.5 s
+        assert "the worker was stopped" in str(results[3])  # killed at 2.5 + 2.5 s
+        assert restarts == 1 and seconds < 20, seconds
     else:
-        assert restarts == 1 and seconds < 4.5, seconds  # not the 5 s of the sleeping page
+        assert restarts == 1 and seconds < 7.5, seconds  # not the 8 s of the sleeping page
 
 
 # -- items ---------------------------------------------------------------------------------------
