@@ -199,6 +199,8 @@ DEFAULT_VARIANTS = (
     Variant("grownup -repeats", repeats=False),
     Variant("grownup -headline", headline=False),
     Variant("grownup +drop-hidden", visibility=True),
+    Variant("grownup --precision", refine=True),                   # grownup extract's presets
+    Variant("grownup --recall", threshold=0.2, adaptive=False),
 )
 
 
