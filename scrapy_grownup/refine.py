@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dom import PageStructure
+from .metadata import headline_node
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, subtree_sum
 
@@ -172,8 +173,6 @@ def main_container(page: PageStructure, keep: np.ndarray, scores: np.ndarray,
 def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
     """``keep`` without the headline element's text when it opens the kept text (nothing kept
     comes before it): the headline is the article's ``title``."""
-    from .metadata import headline_node
-
     keep = np.asarray(keep, dtype=bool)
     if not keep.any() or not len(page.seg_text):
         return keep
