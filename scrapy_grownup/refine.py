@@ -20,6 +20,8 @@ Three page-level decisions follow, each measured across sites (README, "Decision
 - ``without_headline``: the headline is the article's ``title``, not the first line of its
   text; the kept headline element (``metadata.headline_node``) that opens the kept text is
   dropped from the body.
+- ``without_byline``: the byline and the date are the article's ``authors`` and ``published``;
+  a short block among the first kept ones that names an author or is a date leaves the body.
 - ``drop_repeated_blocks``: a block whose text repeats an earlier kept block (a consent
   placeholder for every embed, a "video needs JavaScript" notice, a headline shown twice) is
   kept once.
@@ -37,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dom import PageStructure
-from .metadata import headline_node
+from .metadata import authors, headline_node, text_date
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, subtree_sum
 
@@ -46,21 +48,26 @@ CONTAINER_SHARE = 0.7  # the main container holds at least this share of the kep
 CONTAINER_SURE = 0.9   # blocks outside it stay only with at least this score
 REPEAT_MIN_WORDS = 3   # shorter repeated blocks ("Share", "Photo") are left alone
 ADAPTIVE_BAND = 0.2    # a page's own cut-off stays within this of the configured threshold
+BYLINE_BLOCKS = 5      # a byline is among the first kept blocks ...
+BYLINE_WORDS = 12      # ... and short; a date line alone is shorter still
+DATE_LINE_WORDS = 8
+BYLINE_REST_WORDS = 5  # words besides the author's name(s), unless the rest is a date
 
 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
                  repeats: bool = True, adaptive: bool = True,
-                 headline: bool = True) -> np.ndarray:
+                 headline: bool = True, byline: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``ADAPTIVE_BAND`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
-    (``repeats``), the headline left to the title (``headline``), and optionally refined to the
-    largest content group (``refine``)."""
+    (``repeats``), the headline left to the title (``headline``) and the byline and date to
+    their fields (``byline``), and optionally refined to the largest content group
+    (``refine``)."""
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
-    block = block_of(page, levels) if blocks or repeats else None
+    block = block_of(page, levels) if blocks or repeats or byline else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
     if adaptive:
         threshold = page_threshold(scores, lengths, threshold)
@@ -71,6 +78,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = drop_repeated_blocks(page, keep, block=block, lengths=lengths)
     if headline:
         keep = without_headline(page, keep)
+    if byline:
+        keep = without_byline(page, keep, block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
 
 
@@ -188,6 +197,48 @@ def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
         return keep
     out = keep.copy()
     out[owners] = False
+    return out
+
+
+def without_byline(page: PageStructure, keep: np.ndarray, block: np.ndarray | None = None,
+                   lengths: np.ndarray | None = None) -> np.ndarray:
+    """``keep`` without the byline and date lines: among the first ``BYLINE_BLOCKS`` kept
+    blocks, those of at most ``BYLINE_WORDS`` words that hold one of the page's authors
+    (``metadata.authors``) and little else (``BYLINE_REST_WORDS`` more words, or a date), and
+    those of at most ``DATE_LINE_WORDS`` words that hold a date."""
+    keep = np.asarray(keep, dtype=bool)
+    if not keep.any() or not len(page.seg_text):
+        return keep
+    block = block_of(page) if block is None else block
+    texts: dict[int, list[str]] = {}
+    for k in np.flatnonzero(keep[page.seg_owner]).tolist():
+        texts.setdefault(int(block[page.seg_owner[k]]), []).append(page.seg_text[k])
+    first = sorted(texts)[:BYLINE_BLOCKS]  # block roots in reading order
+    names = None
+    drop = []
+    for b in first:
+        text = " ".join(texts[b])
+        words = text.count(" ") + 1
+        if words > BYLINE_WORDS:
+            continue
+        if words <= DATE_LINE_WORDS and text_date(text):
+            drop.append(b)
+            continue
+        if names is None:
+            names = [n.casefold() for n in authors(page, keep=keep) if len(n) > 3]
+        rest = text.casefold()
+        named = False
+        for name in names:
+            if name in rest:
+                rest, named = rest.replace(name, " "), True
+        # "By Jane Doe, staff reporter", "Jane Doe | 17 July 2024": the name and little else
+        if named and (len(rest.split()) <= BYLINE_REST_WORDS or text_date(rest)):
+            drop.append(b)
+    if not drop:
+        return keep
+    lengths = page.text_lengths() if lengths is None else lengths
+    out = keep.copy()
+    out[np.isin(block, drop) & (lengths > 0)] = False
     return out
 
 

@@ -10,7 +10,8 @@ from scrapy_grownup.alignment import assemble_text
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
 from scrapy_grownup.refine import (block_of, content_mask, drop_repeated_blocks, main_container,
-                                   page_threshold, whole_blocks, without_headline)
+                                   page_threshold, whole_blocks, without_byline,
+                                   without_headline)
 
 
 def record(dataset, id_, url=None, **extra):
@@ -317,6 +318,29 @@ def test_the_headline_goes_to_the_title_not_the_text():
                         b"</body></html>")
     keep = np.ones(inside.num_nodes, dtype=bool)
     assert "What happens next" in assemble_text(inside, without_headline(inside, keep))
+
+
+BYLINE_PAGE = (
+    b"<html><head><meta name=author content='Jane Doe'></head><body><article>"
+    b"<h1>Storm closes the harbour</h1><p>By Jane Doe, harbour reporter</p>"
+    b"<p>March 1, 2026</p>"
+    b"<p>The harbour closed on Monday after a storm brought waves of six metres.</p>"
+    b"<p>Jane Doe asked the port authority when the ferries run again.</p>"
+    b"<p>Repairs are expected to take several weeks, the authority said on Tuesday.</p>"
+    b"</article></body></html>")
+
+
+def test_the_byline_and_date_go_to_their_fields_not_the_text():
+    page = parse_page(BYLINE_PAGE)
+    keep = np.ones(page.num_nodes, dtype=bool)
+    text = assemble_text(page, without_byline(page, keep))
+    assert "By Jane Doe" not in text and "March 1, 2026" not in text
+    assert text.startswith("Storm closes")  # not a byline: left to without_headline
+    # a short sentence that names the author is body text: more than a name and a date
+    assert "Jane Doe asked the port authority" in text
+    probs = _scored(page, default=0.9)
+    assert "By Jane Doe" in assemble_text(page, content_mask(page, probs, 0.4, byline=False))
+    assert "By Jane Doe" not in assemble_text(page, content_mask(page, probs, 0.4))
 
 
 def test_the_page_threshold_splits_the_pages_scores_within_the_band():

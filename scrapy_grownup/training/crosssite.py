@@ -187,6 +187,7 @@ class Variant:
     repeats: bool = True      # a repeated block kept once
     adaptive: bool = True     # each page's cut-off from its own scores, near the threshold
     headline: bool = True     # the headline left to the title, not the text
+    byline: bool = True       # the byline and date left to their fields
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
 
@@ -198,6 +199,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -container", container=False),
     Variant("grownup -repeats", repeats=False),
     Variant("grownup -headline", headline=False),
+    Variant("grownup -byline", byline=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -226,7 +228,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
                                           variant.container, variant.repeats,
-                                          variant.adaptive, variant.headline))
+                                          variant.adaptive, variant.headline,
+                                          variant.byline))
             if p is not None else "" for p, s in parsed[variant.visibility]]
     return out
 
