@@ -323,8 +323,8 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 # The precision / recall presets of ``extract``, measured with the shipped fast's recipe in the
 # site-grouped cross-validation (README, Accuracy; bag-of-words P / R). With the adaptive cut-off
 # and the main-container rule a higher threshold no longer buys precision (0.5 fixed: 87.9 /
-# 86.8 against 88.2 / 88.8 by default): keeping only the largest content group does (89.3 /
-# 82.1). A lower fixed threshold buys recall (0.2: 86.4 / 90.6).
+# 86.8 against 88.2 / 88.8 by default): keeping only the largest content group does (89.4 /
+# 82.1). A lower fixed threshold buys recall (0.2: 86.4 / 90.5).
 RECALL_THRESHOLD = 0.2
 
 
@@ -387,12 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "model's threshold, fast: 0.4): lower keeps more text, higher less")
     knob.add_argument("--precision", action="store_true",
                       help="favour precision: keep only the largest contiguous group of content "
-                           "(as --refine; fast on unseen sites: precision 89.3, recall 82.1 "
+                           "(as --refine; fast on unseen sites: precision 89.4, recall 82.1 "
                            "against 88.2 / 88.8 by default)")
     knob.add_argument("--recall", dest="threshold", action="store_const",
                       const=RECALL_THRESHOLD,
                       help=f"favour recall (threshold {RECALL_THRESHOLD} on every page; fast on "
-                           "unseen sites: precision 86.4, recall 90.6)")
+                           "unseen sites: precision 86.4, recall 90.5)")
     p.add_argument("--refine", action="store_true",
                    help="keep only the largest contiguous group of content")
     p.add_argument("--comments", action="store_true",
