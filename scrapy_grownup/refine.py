@@ -200,6 +200,16 @@ def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
     return out
 
 
+def kept_block_texts(page: PageStructure, keep: np.ndarray,
+                     block: np.ndarray) -> dict[int, list[str]]:
+    """The text runs of each block that has kept text, keyed by the block's root node."""
+    texts: dict[int, list[str]] = {}
+    owners = page.seg_owner
+    for k in np.flatnonzero(keep[owners]).tolist():
+        texts.setdefault(int(block[owners[k]]), []).append(page.seg_text[k])
+    return texts
+
+
 def without_byline(page: PageStructure, keep: np.ndarray, block: np.ndarray | None = None,
                    lengths: np.ndarray | None = None) -> np.ndarray:
     """``keep`` without the byline and date lines: among the first ``BYLINE_BLOCKS`` kept
@@ -210,9 +220,7 @@ def without_byline(page: PageStructure, keep: np.ndarray, block: np.ndarray | No
     if not keep.any() or not len(page.seg_text):
         return keep
     block = block_of(page) if block is None else block
-    texts: dict[int, list[str]] = {}
-    for k in np.flatnonzero(keep[page.seg_owner]).tolist():
-        texts.setdefault(int(block[page.seg_owner[k]]), []).append(page.seg_text[k])
+    texts = kept_block_texts(page, keep, block)
     first = sorted(texts)[:BYLINE_BLOCKS]  # block roots in reading order
     names = None
     drop = []
@@ -251,10 +259,7 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
     if not len(page.seg_text):
         return keep
     block = block_of(page) if block is None else block
-    owners = page.seg_owner
-    texts: dict[int, list[str]] = {}
-    for k in np.flatnonzero(keep[owners]).tolist():
-        texts.setdefault(int(block[owners[k]]), []).append(page.seg_text[k])
+    texts = kept_block_texts(page, keep, block)
     seen: set[str] = set()
     repeated: list[int] = []
     for b in sorted(texts):  # block roots in reading order
