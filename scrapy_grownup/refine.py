@@ -39,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 
 from .dom import PageStructure
-from .metadata import authors, headline_node, text_date
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, subtree_sum
 
@@ -182,6 +181,8 @@ def main_container(page: PageStructure, keep: np.ndarray, scores: np.ndarray,
 def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
     """``keep`` without the headline element's text when it opens the kept text (nothing kept
     comes before it): the headline is the article's ``title``."""
+    from .metadata import headline_node  # metadata is not needed until a page is scored
+
     keep = np.asarray(keep, dtype=bool)
     if not keep.any() or not len(page.seg_text):
         return keep
@@ -216,6 +217,8 @@ def without_byline(page: PageStructure, keep: np.ndarray, block: np.ndarray | No
     blocks, those of at most ``BYLINE_WORDS`` words that hold one of the page's authors
     (``metadata.authors``) and little else (``BYLINE_REST_WORDS`` more words, or a date), and
     those of at most ``DATE_LINE_WORDS`` words that hold a date."""
+    from .metadata import authors, text_date
+
     keep = np.asarray(keep, dtype=bool)
     if not keep.any() or not len(page.seg_text):
         return keep
