@@ -37,6 +37,8 @@ _NOT_COMMENT = frozenset({"form", "button", "label", "select", "option", "textar
                           "nav", "header", "footer", "fieldset", "legend"})
 _COMMENT_MARKUP = re.compile(r"\b(?:comments?|commentlist|replies|reply|discussion|disqus|"
                              r"respond|responses?|talk)\b")
+# Comment-form and notice text, matched on lower-cased text (re.IGNORECASE over every candidate
+# node's text was 6x slower).
 _COMMENT_FORM = re.compile(
     r"akismet|required fields|will not be published|(?:sign|log) ?in to|leave a (?:reply|comm)"
     r"|post a comment|cancel reply|let us know what you think|be the first to|comments? "
@@ -44,8 +46,7 @@ _COMMENT_FORM = re.compile(
     r"conversation)|notify me|your email|your comment|comment data|community guidelines|"
     r"will get back to you|captcha|^\W*\d+\s+(?:responses?|comments?|replies|thoughts)\b|"
     r"do you own this|are moderated|has been (?:deleted|archived)|add to the discussion|"
-    r"\bto (?:comment|reply)\W*$|already have an account|does not support",
-    re.IGNORECASE)
+    r"\bto (?:comment|reply)\W*$|already have an account|does not support")
 # A comment's controls, not its text.
 _COMMENT_UI = re.compile(r"^\W*(?:reply|replies|share|like|likes|report|flag|edit|delete|"
                          r"permalink|quote|vote|upvote|downvote|collapse|expand(?: full comment)?|"
@@ -99,7 +100,7 @@ def comment_mask(page: PageStructure, keep: np.ndarray, comments: np.ndarray) ->
     groups: dict[int, list[int]] = {}
     for v in np.flatnonzero(comments & ~keep).tolist():
         text = texts[v]
-        if not any(c.isalpha() for c in text) or _COMMENT_FORM.search(text) \
+        if not any(c.isalpha() for c in text) or _COMMENT_FORM.search(text.lower()) \
                 or _COMMENT_UI.match(text):
             continue
         chain = list(_ancestors(page, v))

@@ -51,6 +51,25 @@ def test_page_signals_read_url_schema_dom_and_attributes():
     assert np.array_equal(v, page_signals(parse_page(PRODUCT, url=page.url)))
 
 
+@pytest.mark.parametrize("text, prices, carts, dates", [
+    ("Posted Jan 5, 2024 and on 2023-01-02. ADD TO CART for $19.99 or 5 EUR.", 2, 1, 2),
+    ("Order 12023-01-02 and x2023-01-02 are ids; myjan 5, 2024 is a handle.", 0, 0, 0),
+    ("September 30 2025: In Stock, Free shipping, quantity 3; 10 usd", 1, 3, 1),
+    ("A bag of flour: no cart phrase here, just 42 apples.", 0, 0, 0),
+])
+def test_page_signals_count_price_cart_and_date_cues_whole_words_any_case(text, prices, carts,
+                                                                          dates):
+    from scrapy_grownup import page_signals as S
+
+    page = parse_page(f"<html><body><p>{text}</p></body></html>".encode())
+    dom = page_signals(page)[SIGNAL_GROUPS["url"] + SIGNAL_GROUPS["schema"]:
+                             -SIGNAL_GROUPS["attrs"]]
+    named = dict(zip(S.DOM_COUNTS + S.DOM_SHAPE, dom))
+    assert named["prices"] == pytest.approx(np.log1p(prices))
+    assert named["cart_words"] == pytest.approx(np.log1p(carts))
+    assert named["date_strings"] == pytest.approx(np.log1p(dates))
+
+
 def _fold_models(root, plans):
     import torch
 
