@@ -183,3 +183,28 @@ def _signals_model_config_version(model, version):
     from scrapy_grownup.model import GrownUpModel
 
     return GrownUpModel(model.config.replace(genre_signals=version))
+
+
+def test_fit_heads_extra_genre_pages_never_share_a_site_with_the_hold_out():
+    for name in ("pagetype", "wcxb_dev"):
+        try:
+            datasets.ensure_unpacked(name)
+        except datasets.DatasetNotAvailable:
+            pytest.skip(f"{name} not available")
+    from scrapy_grownup.splits import site_of
+    from scrapy_grownup.training.fit_heads import extra_genre_records
+    from scrapy_grownup.training.holdout import heldout_ids
+
+    pagetype = datasets.load("pagetype")
+    held = set(heldout_ids("pagetype"))
+    assert extra_genre_records([], pagetype, held) == []
+    extra = extra_genre_records(["wcxb_dev"], pagetype, held)
+    held_sites = {site_of(r) for r in pagetype if r.id in held}
+    assert extra and not {site_of(r) for r in extra} & held_sites
+    assert {r.dataset for r in extra} == {"wcxb_dev"}
+    # pages both sets hold train with wcxb_dev's reviewed label; the hold-out keeps its own
+    train_urls = {r.url for r in pagetype if r.id not in held}
+    assert {r.url for r in extra} & train_urls
+    assert not {r.url for r in extra} & {r.url for r in pagetype if r.id in held}
+    wcxb_off_held = [r for r in datasets.load("wcxb_dev") if site_of(r) not in held_sites]
+    assert len(extra) == len(wcxb_off_held)

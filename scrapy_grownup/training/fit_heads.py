@@ -5,6 +5,8 @@ trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the si
 split) to a content model (``heads.fit_genre_head`` / ``fit_role_head`` on the backbone's
 frozen features), and reports both on pages and sites the heads never saw. ``--signals``: the
 genre head also reads ``page_signals`` (computed from the parsed page at serving time).
+``--genre-datasets pagetype,wcxb_dev``: the genre head also trains on ``wcxb_dev``'s pages whose
+sites none of the hold-out pages share (so the hold-out still scores unseen sites).
 """
 
 from __future__ import annotations
@@ -19,15 +21,29 @@ import numpy as np
 from .. import datasets
 from ..extractor import resolve_model_dir
 from ..page_signals import SIGNAL_VERSION
+from ..splits import site_of
 from .command import report, standalone
 from .corpus import corpus_encoder
-from .genre import GENRES, genre_corpus, scores, text_baseline
+from .crosssite import load_records
+from .genre import GENRES, genre_corpus, genre_index, scores, text_baseline
 from .genre import format_table as genre_table
-from .genre_sites import record_signals
+from .genre_sites import record_signals, site_corpus
 from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
 from .holdout import heldout_ids, site_split
 from .roles import ROLES, l3s_store, node_text_lengths, role_scores
 from .roles import format_table as roles_table
+
+
+def extra_genre_records(names, pagetype_records, held) -> list:
+    """Pages of the sets ``names`` (``wcxb_dev``) that may train the genre head next to the
+    page-type set: every page whose site is none of the hold-out pages' sites (a page both
+    sets hold trains with the other set's reviewed label, as ``crosssite.load_records``
+    does for content)."""
+    if not names:
+        return []
+    held_sites = {site_of(r) for r in pagetype_records if r.id in held}
+    return [r for r in load_records(names) if genre_index(r.extra.get("page_type")) >= 0
+            and site_of(r) not in held_sites]
 
 
 def add_heads(args) -> dict:
@@ -50,25 +66,40 @@ def add_heads(args) -> dict:
     start = time.perf_counter()
     result: dict = {"task": "fit-heads", "model": str(args.model), "fit": asdict(cfg)}
 
-    # Genre: every page-type page outside the trainer hold-out; scored on the hold-out, next
-    # to the text baseline trained on the same pages.
+    # Genre: every page-type page outside the trainer hold-out (and, with --genre-datasets,
+    # those sets' pages off the hold-out's sites); scored on the hold-out, next to the text
+    # baseline trained on the same pages.
     store, info = genre_corpus(encoder, workers=args.workers)
     y = np.asarray(info["genres"], dtype=np.int64)
     held = set(heldout_ids("pagetype"))
     test = [i for i, page_id in enumerate(store.ids) if page_id in held]
     train = [i for i, page_id in enumerate(store.ids) if page_id not in held]
+    records = {r.id: r for r in datasets.load("pagetype", ids=store.ids)}
+    extra_names = [n for n in args.genre_datasets.split(",") if n and n != "pagetype"]
+    extra = extra_genre_records(extra_names, [records[i] for i in store.ids], held)
+    extra_urls = {r.url for r in extra}
+    train = [i for i in train if records[store.ids[i]].url not in extra_urls]  # theirs win
     signals = None
     if args.signals:  # the head also reads the page signals (URL, JSON-LD, forms, prices...)
-        records = {r.id: r for r in datasets.load("pagetype", ids=store.ids)}
         signals = record_signals([records[i] for i in store.ids], workers=args.workers)
     x, _ = frozen_features(model, store, train + test, batch_nodes=cfg.batch_nodes,
                            signals=signals)
-    fit_genre_head(model, x[:len(train)], y[train], cfg)
-    pred = predict_genre(model, x[len(train):]).argmax(1)
+    x_train, y_train = x[:len(train)], y[train]
     texts = info["texts"]
-    baseline = text_baseline([texts[i] for i in train], y[train], [texts[i] for i in test],
-                             args.seed)
-    result["genre"] = {"train_pages": len(train), "test_pages": len(test),
+    train_texts = [texts[i] for i in train]
+    if extra:
+        extra_store, extra_info = site_corpus(extra, encoder, workers=args.workers)
+        extra_signals = np.asarray(extra_info["signals"], np.float32) if args.signals else None
+        extra_x, _ = frozen_features(model, extra_store, range(len(extra_info["keys"])),
+                                     batch_nodes=cfg.batch_nodes, signals=extra_signals)
+        x_train = torch.cat([x_train, extra_x])
+        y_train = np.concatenate([y_train, np.asarray(extra_info["genres"], np.int64)])
+        train_texts += extra_info["texts"]
+    fit_genre_head(model, x_train, y_train, cfg)
+    pred = predict_genre(model, x[len(train):]).argmax(1)
+    baseline = text_baseline(train_texts, y_train, [texts[i] for i in test], args.seed)
+    result["genre"] = {"train_pages": len(y_train), "test_pages": len(test),
+                       "datasets": ["pagetype", *extra_names],
                        "grownup": scores(y[test], pred),
                        "text_tfidf_logreg": scores(y[test], baseline),
                        "class_counts": {name: int((y[test] == k).sum())
@@ -115,6 +146,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signals", action="store_true",
                         help="the genre head also reads the page signals (page_signals.py: "
                              "URL, JSON-LD types, forms, prices, repeated siblings, class words)")
+    parser.add_argument("--genre-datasets", default="pagetype",
+                        help="sets whose pages train the genre head (pagetype,wcxb_dev: also "
+                             "wcxb_dev's pages off the page-type hold-out's sites)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--workers", type=int, default=2,
                         help="featurization processes (default: 2)")
