@@ -812,6 +812,17 @@ def language(page: PageStructure, ld: _LinkedData | None = None, keep=None,
     return declared
 
 
+def _has_letters(text: str, count: int) -> bool:
+    """Whether ``text`` holds at least ``count`` letters (stops reading at the count: the
+    sample is up to ``LANGUAGE_SAMPLE_CHARS`` long and usually passes in its first line)."""
+    for c in text:
+        if c.isalpha():
+            count -= 1
+            if count <= 0:
+                return True
+    return count <= 0
+
+
 def _text_sample(page: PageStructure, keep=None) -> str:
     """Up to ``LANGUAGE_SAMPLE_CHARS`` of the content's text (the whole page's when ``keep``
     is None or keeps under 50 characters)."""
@@ -826,7 +837,7 @@ def _text_sample(page: PageStructure, keep=None) -> str:
             if size >= LANGUAGE_SAMPLE_CHARS:
                 break
         text = " ".join(parts)[:LANGUAGE_SAMPLE_CHARS]
-        if sum(c.isalpha() for c in text) >= 50:
+        if _has_letters(text, 50):
             return text
     return ""
 
