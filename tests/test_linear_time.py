@@ -75,6 +75,12 @@ for name, inner in (("pre_spaces", " " * SIZE), ("pre_newlines", "\n" * SIZE),
                        + inner + "y</pre><p><a href='/x'> " + inner[:SIZE // 10]
                        + " link</a></p></body></html>").encode())
     timed(name, to_markdown, page, np.ones(page.num_nodes, bool))
+from scrapy_grownup.page_signals import page_signals
+for name, text in (("signals_digits", "9" * SIZE), ("signals_dotted", "1." * (SIZE // 2)),
+                   ("signals_month", "jan" + "a" * SIZE), ("signals_dates", "2020-" * (SIZE // 5))):
+    page = parse_page(("<html><body><p>" + text + " eur</p></body></html>").encode(),
+                      positions=False)
+    timed(name, page_signals, page)
 print(json.dumps(out))
 """
 
@@ -85,7 +91,7 @@ def test_megabyte_values_take_milliseconds():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     seconds = json.loads(done.stdout)
-    assert len(seconds) == 10
+    assert len(seconds) == 14
     # Each takes a few milliseconds here; 2 s leaves room for any load, and is still ~100x
     # below what the quadratic patterns took at this size.
     assert max(seconds.values()) < 2.0, seconds
