@@ -37,6 +37,16 @@ def standalone(prog: str, doc: str | None, add_arguments, run, argv: list[str] |
     return run(args)
 
 
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--workers``, ``--threads`` and ``--json``: what every command run through
+    ``report`` takes (``report`` reads ``threads`` and ``json``)."""
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="featurization processes (default: 2)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    parser.add_argument("--json", default=None, help="also write the JSON line here")
+
+
 def add_model_shape_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset`` and ``--model-overrides`` of the models a command trains itself."""
     parser.add_argument("--preset", default="small",

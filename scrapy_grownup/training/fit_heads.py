@@ -22,7 +22,7 @@ from .. import datasets
 from ..extractor import resolve_model_dir
 from ..page_signals import SIGNAL_VERSION
 from ..splits import site_of
-from .command import report, standalone
+from .command import add_run_arguments, report, standalone
 from .corpus import corpus_encoder
 from .crosssite import load_records
 from .genre import GENRES, genre_corpus, genre_index, scores, text_baseline
@@ -149,11 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--genre-datasets", default="pagetype",
                         help="sets whose pages train the genre head (pagetype,wcxb_dev: also "
                              "wcxb_dev's pages off the page-type hold-out's sites)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="featurization processes (default: 2)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
-    parser.add_argument("--json", default=None, help="also write the JSON line here")
+    add_run_arguments(parser)
 
 
 def run(args) -> int:

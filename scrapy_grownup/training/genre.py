@@ -35,7 +35,7 @@ from .. import datasets
 from ..extractor import resolve_model_dir
 from ..limits import PageLimits
 from ..store import GraphStore
-from .command import add_model_shape_arguments, report, standalone
+from .command import add_model_shape_arguments, add_run_arguments, report, standalone
 from .corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
 from .evaluate import store_predictions
 from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
@@ -348,13 +348,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also train the content head on the fold's pages (0: genre only)")
     parser.add_argument("--batch-nodes", type=int, default=8_000,
                         help="DOM nodes per training batch (default: 8000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="featurization processes (default: 2)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--state", default=None,
                         help="JSON file keeping finished folds (rerun to resume)")
-    parser.add_argument("--json", default=None, help="also write the JSON line here")
+    add_run_arguments(parser)
 
 
 def run(args) -> int:

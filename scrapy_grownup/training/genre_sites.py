@@ -37,7 +37,7 @@ from ..errors import GrownupError
 from ..limits import PageLimits
 from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
 from ..store import GraphStore
-from .command import report, standalone
+from .command import add_run_arguments, report, standalone
 from .corpus import cache_root, corpus_encoder, store_key
 from .crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
 from .genre import GENRES, genre_index, text_baseline
@@ -413,13 +413,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pages per dataset (a quick check; the folds change)")
     parser.add_argument("--batch-nodes", type=int, default=16_000,
                         help="DOM nodes per backbone batch (default: 16000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="featurization processes (default: 2)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--state", default=None,
                         help="directory keeping each arm's finished folds (rerun to resume)")
-    parser.add_argument("--json", default=None, help="also write the JSON result here")
+    add_run_arguments(parser)
 
 
 def run(args) -> int:

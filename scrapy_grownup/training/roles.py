@@ -33,7 +33,7 @@ from ..dom import PageStructure, parse_page
 from ..errors import GrownupError
 from ..extractor import resolve_model_dir
 from ..limits import PageLimits
-from .command import add_model_shape_arguments, report, standalone
+from .command import add_model_shape_arguments, add_run_arguments, report, standalone
 from .corpus import cache_root, corpus_encoder, labelled_store
 from .evaluate import store_predictions
 from .holdout import heldout_ids, page_host, site_split
@@ -299,11 +299,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=2e-3, help="learning rate (default: 0.002)")
     parser.add_argument("--batch-nodes", type=int, default=16_000,
                         help="DOM nodes per training batch (default: 16000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="featurization processes (default: 2)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
-    parser.add_argument("--json", default=None, help="also write the result here")
+    add_run_arguments(parser)
 
 
 def run(args) -> int:
