@@ -142,6 +142,22 @@ class PageStructure:
         return np.fromiter(map(len, self.node_text), dtype=np.int32,
                            count=self.num_nodes)
 
+    @cached_property
+    def layout(self) -> np.ndarray:
+        """``layout.layout_features`` of the page (float32 [n, LAYOUT_DIM]), computed once: the
+        model's input and the block rescorer both read it."""
+        from .layout import layout_features
+
+        return layout_features(self)
+
+    @cached_property
+    def signals(self) -> np.ndarray:
+        """``page_signals.page_signals`` of the page (float32 [SIGNAL_DIM]), computed once: the
+        page-type head and the block rescorer both read them."""
+        from .page_signals import page_signals
+
+        return page_signals(self)
+
     def struct_features(self) -> np.ndarray:
         """Encoder-independent features, float32 [n, STRUCT_DIM], blocks as in STRUCT_BLOCKS."""
         return struct_features(self.tag_ids, self.font, self.text_lengths(), self.num_children,

@@ -75,7 +75,7 @@ class ArticleExtractor:
     def __init__(self, model, featurizer, name: str = "", device: str | None = None,
                  threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
                  output_format: str = "text", threads: int | None = DEFAULT_THREADS,
-                 adaptive: bool = True):
+                 adaptive: bool = True, rescorer=None):
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -95,13 +95,17 @@ class ArticleExtractor:
         # torch intra-op threads of a model call, set for the call only (see ``threads``)
         self.threads = check_threads(threads)
         self.version = ""  # the weights' checksum prefix, when loaded from files
+        # ``block_rescorer.BlockRescorer``: each block's score from its context, before the
+        # decisions (``threshold`` then applies to the rescored probabilities)
+        self.rescorer = rescorer
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
                         threshold: float | None = None, refine: bool | None = None,
                         limits: PageLimits | None = None, output_format: str = "text",
                         threads: int | None = DEFAULT_THREADS,
-                        adaptive: bool | None = None) -> "ArticleExtractor":
+                        adaptive: bool | None = None,
+                        rescore: bool | None = None) -> "ArticleExtractor":
         """Load a shipped model (``"default"``, ``"fast"``, ``"minilm"``, or ``"auto"``:
         ``default`` on a GPU, ``fast`` on a CPU) or a directory, offline.
 
@@ -114,6 +118,9 @@ class ArticleExtractor:
         ``threads``: torch intra-op threads while the model runs (one by default, what small
         per-page models run best on; set for each call and restored afterwards, see
         ``scrapy_grownup.threads``); ``None`` leaves torch's own setting alone.
+        ``rescore``: whether the model's block rescorer (``block_rescorer.npz``, when it has
+        one) rescores each block from its context; without a ``threshold``, its own cut-off
+        is used. ``True`` for a model without one raises ``ModelLoadError``.
         """
         from .encoders import get_encoder
         from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks, uses_layout
@@ -134,14 +141,17 @@ class ArticleExtractor:
             expected_input_blocks=feature_blocks(encoder.dim, layout))
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
+        rescorer = load_rescorer(directory, rescore)
+        if threshold is None:
+            threshold = rescorer.cut if rescorer is not None else options.get("threshold", 0.5)
+            adaptive = True if adaptive is None else adaptive
         extractor = cls(model, Featurizer(encoder, limits=limits, layout=layout),
                         name=str(name_or_path),
                         device=device,
-                        threshold=options.get("threshold", 0.5) if threshold is None
-                        else threshold,
+                        threshold=threshold,
                         refine=options.get("refine", False) if refine is None else refine,
                         output_format=output_format, threads=threads,
-                        adaptive=threshold is None if adaptive is None else adaptive)
+                        adaptive=False if adaptive is None else adaptive, rescorer=rescorer)
         extractor.version = version
         return extractor
 
@@ -244,6 +254,8 @@ class ArticleExtractor:
         ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
         from .head_fields import head_fields
 
+        if self.rescorer is not None:
+            scores = self.rescorer.rescore(page, scores)
         keep = content_mask(page, scores, self.threshold,
                             self.refine if refine is None else refine, adaptive=self.adaptive)
         # Code blocks and data tables whole, so text and Markdown never show half of one.
@@ -268,6 +280,25 @@ class ArticleExtractor:
         if "markdown" not in fields:  # built when first read
             article.defer_markdown(markdown_builder(page, keep))
         return article
+
+
+def load_rescorer(directory: Path, rescore: bool | None = None):
+    """The model directory's ``BlockRescorer`` (``None`` without one, or with
+    ``rescore=False``)."""
+    from .block_rescorer import RESCORER_FILE, BlockRescorer
+
+    path = Path(directory) / RESCORER_FILE
+    if rescore is False:
+        return None
+    if not path.is_file():
+        if rescore:
+            raise ModelLoadError(f"{directory}: the model has no block rescorer "
+                                 f"({RESCORER_FILE})")
+        return None
+    try:
+        return BlockRescorer.load(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{path}: {exc}") from None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -321,7 +352,10 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
     from .store import node_budget_batches
 
     out: list = [None] * len(sizes)
-    model.eval()
+    if any(module.training for module in model.modules()):
+        # eval() walks every submodule through nn.Module.__setattr__: ~0.3 ms a call, paid
+        # per page by the extractor, whose model is in eval mode from the start
+        model.eval()
     with torch.inference_mode():
         for ids in node_budget_batches(sizes, batch_nodes):
             batch = make_batch(ids).to(device)

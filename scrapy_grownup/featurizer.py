@@ -13,7 +13,7 @@ import numpy as np
 
 from .dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page,
                   struct_features, tree_edges)
-from .layout import LAYOUT_DIM, layout_features
+from .layout import LAYOUT_DIM
 from .limits import PageLimits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,7 +126,7 @@ class Featurizer:
             np.concatenate([p.positions for p in pages]).astype(np.float32, copy=False))
         if self.layout:
             tensors["x_layout"] = torch.from_numpy(
-                np.concatenate([layout_features(p) for p in pages]))
+                np.concatenate([p.layout for p in pages]))
         tensors["edge_index"] = torch.from_numpy(edge_index)
         tensors["edge_type"] = torch.from_numpy(edge_type)
         tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
@@ -173,7 +173,7 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
         x_id=torch.from_numpy(np.ascontiguousarray(ident, dtype=np.float32)),
         x_struct=torch.from_numpy(page.struct_features()),
         x_pos=torch.from_numpy(np.ascontiguousarray(page.positions, dtype=np.float32)),
-        x_layout=torch.from_numpy(layout_features(page)),
+        x_layout=torch.from_numpy(page.layout.copy()),
         edge_index=torch.from_numpy(edge_index),
         edge_type=torch.from_numpy(edge_type),
         num_nodes=page.num_nodes,

@@ -73,6 +73,8 @@ def shade(score: float, threshold: float) -> str:
 def render_report(extractor, body: bytes, url: str | None = None) -> str:
     page = parse_page(body, url=url, limits=extractor.featurizer.limits)
     scores = extractor.score([page])[0]
+    if getattr(extractor, "rescorer", None) is not None:  # the scores the threshold applies to
+        scores = extractor.rescorer.rescore(page, scores)
     root = parse_tree(body, limits=extractor.featurizer.limits)[0]
     owns_text = [bool(t) for t in page.node_text]
     kept = 0

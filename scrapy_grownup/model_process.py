@@ -29,7 +29,7 @@ _state: dict = {}
 
 def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nodes: int,
                    threads: int, threshold: float | None = None,
-                   refine: bool | None = None) -> None:
+                   refine: bool | None = None, rescore: bool | None = None) -> None:
     """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
     _state.clear()
     background_process()
@@ -39,10 +39,10 @@ def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nod
 
         # GROWNUP_MODEL_THREADS: torch threads of each model call (set for the call; this
         # may be the crawl's own process when GROWNUP_MODEL_PROCESS is off)
-        # GROWNUP_THRESHOLD / GROWNUP_REFINE: None keeps the model's own inference options
+        # GROWNUP_THRESHOLD / GROWNUP_REFINE / GROWNUP_RESCORER: None keeps the model's own
         extractor = ArticleExtractor.from_pretrained(model, device=device, limits=limits,
                                                      threads=threads, threshold=threshold,
-                                                     refine=refine)
+                                                     refine=refine, rescore=rescore)
         extractor.batch_nodes = batch_nodes
         # First calls import torch_geometric and build kernels: done before the crawl.
         extractor.articles([parse_page(WARMUP_PAGE, url="about:warmup", limits=limits)])
@@ -72,6 +72,7 @@ def describe() -> dict:
     return {"name": extractor.name, "loaded": loaded, "version": extractor.version,
             "device": str(extractor.device), "threshold": extractor.threshold,
             "adaptive": bool(getattr(extractor, "adaptive", False)),
+            "rescorer": getattr(extractor, "rescorer", None) is not None,
             "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres}
 
 

@@ -51,6 +51,7 @@ BYLINE_BLOCKS = 5      # a byline is among the first kept blocks ...
 BYLINE_WORDS = 12      # ... and short; a date line alone is shorter still
 DATE_LINE_WORDS = 8
 BYLINE_REST_WORDS = 5  # words besides the author's name(s), unless the rest is a date
+RECALL_THRESHOLD = 0.2  # ``grownup extract --recall``: this threshold on every page
 
 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,

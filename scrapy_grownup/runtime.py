@@ -97,7 +97,8 @@ class GrownupRuntime:
         self.model = ProcessPool(1 if s.model_process else 0, "model",
                                  initializer=load_extractor,
                                  initargs=(s.model, s.device, s.limits, s.batch_nodes,
-                                           s.model_threads, s.threshold, s.refine))
+                                           s.model_threads, s.threshold, s.refine,
+                                           s.rescorer))
         self.model_info = await self.model.call(describe, what=f"loading {s.model!r}")
         if s.page_types and not self.model_info["num_genres"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
@@ -112,11 +113,12 @@ class GrownupRuntime:
                                       more_coming=self.more_coming)
         await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
         info = self.model_info
-        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s, refine %s, "
-                    "%s: ready in %.1f s", info["loaded"], info["version"] or "unknown",
+        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s%s, "
+                    "refine %s, %s: ready in %.1f s", info["loaded"], info["version"] or "unknown",
                     "" if info["loaded"] == s.model else f"; GROWNUP_MODEL = {s.model!r}",
                     info["device"], info["threshold"],
                     " (adapted per page)" if info.get("adaptive") else "",
+                    " on rescored blocks" if info.get("rescorer") else "",
                     "on" if info["refine"] else "off",
                     "in a model process" if s.model_process else "on a thread of the crawl",
                     time.perf_counter() - start)

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_DEVICE": "auto",
     "GROWNUP_THRESHOLD": None,
     "GROWNUP_REFINE": None,
+    "GROWNUP_RESCORER": None,
     "GROWNUP_BATCH_PAGES": 32,
     "GROWNUP_BATCH_NODES": 40_000,
     "GROWNUP_BATCH_WAIT_MS": 50,
@@ -136,6 +137,16 @@ def _refine(name: str, value) -> bool | None:
                    "True, False, or None for the model's own (False)") from None
 
 
+def _rescorer(name: str, value) -> bool | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    try:
+        return _bool(name, value)
+    except SettingsError:
+        raise _bad(name, value, "not a boolean",
+                   "True, False, or None for the model's own (on where it has one)") from None
+
+
 def _workers(name: str, value) -> int:
     """``"auto"``: one featurization process per core but one (the reactor and model need it)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
@@ -192,6 +203,7 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
     "GROWNUP_DEVICE": _device,
     "GROWNUP_THRESHOLD": _threshold,
     "GROWNUP_REFINE": _refine,
+    "GROWNUP_RESCORER": _rescorer,
     "GROWNUP_BATCH_PAGES": _whole(1),
     "GROWNUP_BATCH_NODES": _whole(1),
     "GROWNUP_BATCH_WAIT_MS": _milliseconds,
@@ -215,7 +227,7 @@ assert set(CHECKS) == set(DEFAULTS)
 def check(settings, name: str):
     """The checked value of one ``GROWNUP_*`` setting (its default when unset)."""
     value = settings.get(name) if settings is not None else None
-    if value is None and name not in ("GROWNUP_THRESHOLD", "GROWNUP_REFINE"):
+    if value is None and name not in ("GROWNUP_THRESHOLD", "GROWNUP_REFINE", "GROWNUP_RESCORER"):
         value = DEFAULTS[name]
     return CHECKS[name](name, value)
 
@@ -268,6 +280,7 @@ class GrownupSettings:
     device: str | None  # None: CUDA when available, else CPU
     threshold: float | None  # None: adapted per page near the model's own (fast: 0.4)
     refine: bool | None  # None: the model's own (False)
+    rescorer: bool | None  # None: the model's block rescorer where it has one
     batch_pages: int
     batch_nodes: int
     batch_wait_ms: float
@@ -305,6 +318,7 @@ class GrownupSettings:
             device=values["GROWNUP_DEVICE"],
             threshold=values["GROWNUP_THRESHOLD"],
             refine=values["GROWNUP_REFINE"],
+            rescorer=values["GROWNUP_RESCORER"],
             batch_pages=values["GROWNUP_BATCH_PAGES"],
             batch_nodes=values["GROWNUP_BATCH_NODES"],
             batch_wait_ms=values["GROWNUP_BATCH_WAIT_MS"],

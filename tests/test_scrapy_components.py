@@ -75,6 +75,7 @@ INVALID = {
     "GROWNUP_DEVICE": ["gpu", "cuda:x"],
     "GROWNUP_THRESHOLD": ["high", 0, 1.5, -0.1, True],
     "GROWNUP_REFINE": ["maybe", 3],
+    "GROWNUP_RESCORER": ["sometimes", 2],
     "GROWNUP_BATCH_PAGES": [0, "many", 2.5],
     "GROWNUP_BATCH_NODES": [0, "lots"],
     "GROWNUP_BATCH_WAIT_MS": ["soon", -1],
@@ -118,6 +119,9 @@ def test_good_values_parse():
     assert parsed.batch_pages == 8 and parsed.model_threads == 2
     defaults = GrownupSettings.from_settings(Settings())
     assert defaults.threshold is None and defaults.refine is None  # the model's own
+    assert defaults.rescorer is None
+    assert GrownupSettings.from_settings(Settings({"GROWNUP_RESCORER": "false"})).rescorer \
+        is False
     assert GrownupSettings.from_settings(Settings({"GROWNUP_MODEL": str(
         Path(__file__).resolve().parents[1] / "scrapy_grownup/assets/models/fast")})).model
 

@@ -1,6 +1,7 @@
 """Settings and the add-on in real crawls of a local HTTP server: a bad ``GROWNUP_*`` value
 stops ``scrapy crawl`` before the spider opens (one error line, exit status 1, no request, no
-model); ``GROWNUP_THRESHOLD`` / ``GROWNUP_REFINE`` reach the model in both model paths, and the
+model); ``GROWNUP_THRESHOLD`` / ``GROWNUP_REFINE`` / ``GROWNUP_RESCORER`` reach the model in both
+model paths, and the
 start-up log names the model loaded; ``with_article`` items survive the add-on being off and
 ``scrapy parse``."""
 
@@ -62,6 +63,7 @@ BAD = {
     "GROWNUP_DEVICE": ("gpu", "allowed: auto, cpu, cuda, cuda:N"),
     "GROWNUP_THRESHOLD": ("1.5", "allowed: a number between 0 and 1"),
     "GROWNUP_REFINE": ("maybe", "allowed: True, False"),
+    "GROWNUP_RESCORER": ("sometimes", "allowed: True, False, or None"),
     "GROWNUP_BATCH_PAGES": ("0", "too small; allowed: a whole number >= 1"),
     "GROWNUP_BATCH_NODES": ("lots", "not a whole number; allowed: a whole number >= 1"),
     "GROWNUP_BATCH_WAIT_MS": ("soon", "allowed: a number of milliseconds >= 0"),
@@ -119,14 +121,14 @@ def crawl_with_log(tmp_path: Path, base: str, spider: str, settings: dict):
 
 
 @pytest.mark.parametrize("model_process", [True, False])
-def test_threshold_and_refine_reach_the_model_and_the_log_names_it(site, tmp_path,
-                                                                  model_process):
+def test_threshold_refine_and_rescorer_reach_the_model_and_the_log_names_them(
+        site, tmp_path, model_process):
     from scrapy_grownup import ArticleExtractor
 
     root, base = site
     stats, items, log = crawl_with_log(tmp_path, base, "index", {
         "GROWNUP_MODEL": "auto", "GROWNUP_THRESHOLD": 0.7, "GROWNUP_REFINE": True,
-        "GROWNUP_MODEL_PROCESS": model_process})
+        "GROWNUP_RESCORER": False, "GROWNUP_MODEL_PROCESS": model_process})
     version = json.loads((SHIPPED / "fast" / "config.json").read_text())["weights_sha256"][:12]
     # the model auto picked on this CPU, its version, the device and the options in force
     assert (f"scrapy_grownup: model fast (version {version}; GROWNUP_MODEL = 'auto') on cpu, "
@@ -134,8 +136,9 @@ def test_threshold_and_refine_reach_the_model_and_the_log_names_it(site, tmp_pat
             + ("in a model process" if model_process else "on a thread of the crawl")) in log
     stories = {item["url"].rsplit("/", 1)[1]: item for item in items if "/story-" in item["url"]}
     assert len(stories) == STORIES
-    knob = ArticleExtractor.from_pretrained("fast", device="cpu", threshold=0.7, refine=True)
-    plain = ArticleExtractor.from_pretrained("fast", device="cpu")
+    knob = ArticleExtractor.from_pretrained("fast", device="cpu", threshold=0.7, refine=True,
+                                            rescore=False)
+    plain = ArticleExtractor.from_pretrained("fast", device="cpu", rescore=False)
     knobbed = default = 0
     for name, item in stories.items():
         html = (root / name).read_bytes()

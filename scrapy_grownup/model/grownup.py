@@ -391,9 +391,7 @@ def batch_signals(batch: Any, num_pages: int) -> Tensor:
     if pages is None or len(pages) != num_pages:
         raise ValueError("this genre head reads page signals: the batch needs x_signals or "
                          "the parsed pages (Featurizer.batch / build_graph)")
-    from ..page_signals import page_signals
-
-    return torch.from_numpy(np.stack([page_signals(page) for page in pages]))
+    return torch.from_numpy(np.stack([page.signals for page in pages]))
 
 
 def _context_role_head(config: ModelConfig) -> ContextRoleHead:

@@ -190,6 +190,7 @@ class Variant:
     byline: bool = True       # the byline and date left to their fields
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
+    rescore: bool = True      # the model's block rescorer, when it has one
 
 
 DEFAULT_VARIANTS = (
@@ -203,6 +204,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
+    Variant("grownup -rescorer", rescore=False),
 )
 
 
@@ -223,14 +225,28 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         good = [p for p in pages if p is not None]
         scores = iter(extractor.score(good))
         parsed[visibility] = [(p, next(scores) if p is not None else None) for p in pages]
+    rescorer = getattr(extractor, "rescorer", None)
+    rescored: dict[bool, list] = {}
+    for visibility, rows in parsed.items():
+        rescored[visibility] = [(p, rescorer.rescore(p, s)) if p is not None else (p, s)
+                                for p, s in rows] if rescorer is not None else rows
     for variant in variants:
-        threshold = extractor.threshold if variant.threshold is None else variant.threshold
+        if rescorer is None and not variant.rescore:
+            continue  # the same as the plain arm
+        rescore = rescorer is not None and variant.rescore
+        if variant.threshold is not None:
+            threshold = variant.threshold
+        elif rescorer is not None and not rescore:
+            threshold = rescorer.feature_threshold  # the content head's own cut-off
+        else:
+            threshold = extractor.threshold
+        rows = (rescored if rescore else parsed)[variant.visibility]
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
                                           variant.container, variant.repeats,
                                           variant.adaptive, variant.headline,
                                           variant.byline))
-            if p is not None else "" for p, s in parsed[variant.visibility]]
+            if p is not None else "" for p, s in rows]
     return out
 
 

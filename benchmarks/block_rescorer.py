@@ -1,0 +1,56 @@
+"""Time of ``fast``'s block rescorer per parsed page: the block features, the trees, and the
+whole ``rescore`` (features, trees on the blocks scored at least ``FLOOR``, spread back to the
+nodes), next to the content model's own time on the same pages (what every extraction pays
+anyway). One core; prints one JSON line.
+
+    python benchmarks/block_rescorer.py [PAGES]
+"""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from _common import dragnet_test_pages, pin_single_core  # noqa: E402
+
+from scrapy_grownup import ArticleExtractor  # noqa: E402
+from scrapy_grownup.block_rescorer import block_features  # noqa: E402
+from scrapy_grownup.dom import parse_page  # noqa: E402
+
+
+def _best_ms(fn, items, rounds: int = 3) -> float:
+    """Minimum over ``rounds`` of the mean ms per item: the least disturbed round."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for item in items:
+            fn(item)
+        best = min(best, (time.perf_counter() - start) / len(items) * 1000)
+    return round(best, 3)
+
+
+def main() -> None:
+    pin_single_core()
+    limit = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    extractor = ArticleExtractor.from_pretrained("fast", device="cpu")
+    rescorer = extractor.rescorer
+    pages = [parse_page(html) for _id, html in dragnet_test_pages(limit)]
+    scored = list(zip(pages, extractor.score(pages)))
+    features = [block_features(page, probs, rescorer.feature_threshold) for page, probs in scored]
+    judged = [X[X[:, 0] >= rescorer.floor] for _roots, X in features]
+    out = {"benchmark": "block_rescorer", "pages": len(pages),
+           "trees": rescorer.num_trees, "depth": rescorer.depth,
+           "mean_blocks": round(sum(len(X) for _r, X in features) / len(pages), 1),
+           "mean_blocks_judged": round(sum(len(X) for X in judged) / len(pages), 1),
+           "ms_per_page": {
+               "block_features": _best_ms(
+                   lambda sp: block_features(sp[0], sp[1], rescorer.feature_threshold), scored),
+               "trees": _best_ms(rescorer.predict, judged),
+               "rescore": _best_ms(lambda sp: rescorer.rescore(*sp), scored),
+               "content_model": _best_ms(lambda page: extractor.score([page]), pages, 1)}}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""A second opinion on every block, from its context: the block rescorer.
+
+The content head scores nodes one at a time from what message passing brings them. What it
+misses is visible one level up: a teaser list whose items each look like a lede, a newsletter
+box inside the article container, a forum post scored low between two posts scored high. The
+rescorer reads, per block (``refine.block_of``), the content head's scores of the block, of its
+four nearest ancestors' subtrees and of its neighbours in reading order, where it sits against
+the page's own cut-off and main container, whether its text repeats, its tag and layout
+features (``layout.layout_features``) and the page's signals (``page_signals``: what kind of
+page it is), and returns the probability that the block is content.
+
+It is a gradient-boosted tree ensemble (trained by ``grownup fit-rescorer`` with scikit-learn
+on the cross-validation folds' out-of-fold scores, so it learns how the model errs on sites it
+has not seen) evaluated here in numpy: serving needs no scikit-learn. The trees of all
+iterations step down together, one ``numpy`` gather per depth level.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .dom import PageStructure
+from .layout import LAYOUT_DIM
+from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
+from .refine import CONTAINER_SHARE, block_of, block_scores, page_threshold
+from .tree import depth_levels, subtree_sum
+
+__all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
+           "block_features", "spread_to_nodes"]
+
+BLOCK_FEATURE_VERSION = "1"
+RESCORER_FILE = "block_rescorer.npz"
+# Blocks the content head scores below this keep their score: over half of a page's blocks
+# (menus, footers), holding under 1% of the content's text across the modern sets.
+FLOOR = 0.01
+ANCESTORS = 4
+TAGS = ("p", "li", "div", "td", "h1", "h2", "h3", "h4", "h5", "h6", "span", "a", "figcaption",
+        "blockquote", "pre", "dd", "dt", "section", "article", "button", "label", "th", "time",
+        "strong", "em")
+_TAG_COLUMN = {tag: k for k, tag in enumerate(TAGS)}
+BLOCK_FEATURE_NAMES: tuple[str, ...] = (
+    "score", "max_score", "min_score", "log_chars", "log_words",
+    *(f"{what}_{k}" for k in range(1, ANCESTORS + 1) for what in ("ancestor_score",
+                                                                 "ancestor_chars")),
+    "previous_score", "next_score", "previous_2_score", "next_2_score",
+    "page_cut", "page_share_above", "page_mean_score", "page_log_blocks", "page_max_score",
+    "score_minus_cut", "in_container", "container_depth", "log_repeats", "block_position",
+    *(f"layout_{k}" for k in range(LAYOUT_DIM)),
+    *(f"tag_{tag}" for tag in TAGS), "tag_other",
+    *(f"page_signal_{k}" for k in range(SIGNAL_DIM)),
+)
+
+
+def block_features(page: PageStructure, probs: np.ndarray, threshold: float = 0.4,
+                   layout: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(roots, X)``: the text-owning blocks' root nodes in reading order and their
+    ``float32 [blocks, len(BLOCK_FEATURE_NAMES)]`` features from the content head's ``probs``.
+    ``threshold``: the content head's cut-off the page-level features are taken at;
+    ``layout``: the page's layout features (default: ``page.layout``)."""
+    return _block_table(page, probs, threshold, layout)[:2]
+
+
+def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
+                 layout: np.ndarray | None) -> tuple:
+    """``block_features`` and what ``rescore`` reuses: each node's block and the text-owning
+    nodes' mask."""
+    n = page.num_nodes
+    probs = np.asarray(probs, dtype=np.float64)
+    lengths = page.text_lengths().astype(np.float64)
+    owners = lengths > 0
+    if not owners.any():
+        return (np.zeros(0, np.int64), np.zeros((0, len(BLOCK_FEATURE_NAMES)), np.float32),
+                None, owners)
+    levels = depth_levels(page.depth)
+    parent = page.parent.astype(np.int64)
+    block = block_of(page, levels)
+    owned_block = block[owners]
+    roots = np.unique(owned_block)
+    m = len(roots)
+    chars = np.bincount(owned_block, weights=lengths[owners], minlength=n)[roots]
+    score = np.bincount(owned_block, weights=(lengths * probs)[owners], minlength=n)[roots] / chars
+    top = np.full(n, -1.0)
+    np.maximum.at(top, owned_block, probs[owners])
+    low = np.full(n, 2.0)
+    np.minimum.at(low, owned_block, probs[owners])
+    subtree_chars = subtree_sum(lengths, parent, levels)
+    subtree_mean = np.divide(subtree_sum(lengths * probs, parent, levels), subtree_chars,
+                             out=np.zeros(n), where=subtree_chars > 0)
+    ancestors = []
+    node = roots
+    for _ in range(ANCESTORS):
+        node = np.where(parent[node] >= 0, parent[node], node)
+        ancestors += [subtree_mean[node], np.log1p(subtree_chars[node]) / 10]
+    previous = np.r_[0.0, score[:-1]]
+    following = np.r_[score[1:], 0.0]
+    previous_2 = np.r_[0.0, 0.0, score[:-2]][:m]
+    following_2 = np.r_[score[2:], 0.0, 0.0][:m]
+    # the page as refine.content_mask sees it
+    scores = block_scores(page, probs, block, lengths)
+    cut = page_threshold(scores, lengths, threshold)
+    total = lengths.sum()
+    share_above = lengths[owners & (scores >= threshold)].sum() / total
+    mean_score = (lengths * probs).sum() / total
+    kept_text = np.where(scores >= cut, lengths, 0.0)
+    inside = np.zeros(m)
+    container_depth = np.zeros(m)
+    if kept_text.sum() > 0:  # refine.main_container's element
+        held = subtree_sum(kept_text, parent, levels)
+        candidates = np.flatnonzero(held >= CONTAINER_SHARE * kept_text.sum() - 1e-9)
+        first = int(candidates[np.argmax(page.depth[candidates])])
+        after = np.flatnonzero(page.depth[first + 1:] <= page.depth[first])
+        stop = first + 1 + int(after[0]) if len(after) else n
+        inside = ((roots >= first) & (roots < stop)).astype(np.float64)
+        container_depth = (page.depth[roots] - page.depth[first]) / 10
+    texts = page.node_text
+    runs: dict[int, list[str]] = {}
+    for i in np.flatnonzero(owners).tolist():
+        runs.setdefault(int(block[i]), []).append(texts[i])
+    keys = [" ".join(runs[r]).casefold() for r in roots.tolist()]
+    counts = Counter(keys)
+    repeats = np.fromiter((counts[k] for k in keys), dtype=np.float64, count=m)
+    words = np.fromiter((k.count(" ") + 1 for k in keys), dtype=np.float64, count=m)
+    if layout is None:
+        layout = page.layout
+    tag = np.zeros((m, len(TAGS) + 1), np.float32)
+    tags = page.tags
+    tag[np.arange(m), [_TAG_COLUMN.get(tags[r], len(TAGS)) for r in roots.tolist()]] = 1
+    X = np.column_stack([
+        score, top[roots], low[roots], np.log1p(chars) / 10, np.log1p(words) / 5, *ancestors,
+        previous, following, previous_2, following_2,
+        np.full(m, cut), np.full(m, share_above), np.full(m, mean_score),
+        np.full(m, np.log1p(m) / 8), np.full(m, score.max()), score - cut, inside,
+        container_depth, np.log1p(repeats - 1), np.arange(m) / max(m - 1, 1),
+        layout[roots], tag, np.broadcast_to(page.signals, (m, SIGNAL_DIM)),
+    ]).astype(np.float32)
+    return roots, X, block, owners
+
+
+def spread_to_nodes(page: PageStructure, probs: np.ndarray, roots: np.ndarray,
+                    block_probs: np.ndarray, block: np.ndarray | None = None,
+                    owners: np.ndarray | None = None) -> np.ndarray:
+    """``probs`` with every text-owning node's score replaced by its block's ``block_probs``
+    (nodes that own no text keep theirs). ``block``, ``owners``: ``refine.block_of`` and the
+    text-owning mask, when the caller has them."""
+    out = np.asarray(probs, dtype=np.float64).copy()
+    if not len(roots):
+        return out
+    owners = page.text_lengths() > 0 if owners is None else owners
+    block = block_of(page) if block is None else block
+    by_root = np.zeros(page.num_nodes)
+    by_root[roots] = block_probs
+    out[owners] = by_root[block[owners]]
+    return out
+
+
+class BlockRescorer:
+    """Gradient-boosted trees over ``block_features``, flattened into node arrays.
+
+    ``feature``/``threshold``/``left``/``right``/``value`` hold every tree's nodes one after
+    another (a leaf points to itself on both sides), ``roots`` each tree's first node;
+    the probability is ``sigmoid(bias + sum of the leaves reached)``. ``cut``: the
+    probability a block needs to be kept (the content head's ``threshold`` is replaced by it),
+    ``feature_threshold``: the content head's cut-off the page features are taken at;
+    blocks scored under ``floor`` keep their score (they are not trained on either).
+    """
+
+    def __init__(self, feature, threshold, left, right, value, roots, bias: float, depth: int,
+                 cut: float = 0.5, feature_threshold: float = 0.4, floor: float = FLOOR,
+                 feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES):
+        self.feature = np.asarray(feature, dtype=np.int64)
+        self.threshold = np.asarray(threshold, dtype=np.float64)
+        self.left = np.asarray(left, dtype=np.int64)
+        self.right = np.asarray(right, dtype=np.int64)
+        self.value = np.asarray(value, dtype=np.float64)
+        self.roots = np.asarray(roots, dtype=np.int64)
+        self.bias = float(bias)
+        self.depth = int(depth)
+        self.cut = float(cut)
+        self.feature_threshold = float(feature_threshold)
+        self.floor = float(floor)
+        self.feature_names = tuple(feature_names)
+
+    @classmethod
+    def from_sklearn(cls, model, cut: float = 0.5, feature_threshold: float = 0.4,
+                     floor: float = FLOOR) -> "BlockRescorer":
+        """From a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no
+        missing values)."""
+        feature, threshold, left, right, value, roots = [], [], [], [], [], []
+        offset, depth = 0, 0
+        for (tree,) in model._predictors:  # noqa: SLF001 - the fitted trees, one per iteration
+            nodes = tree.nodes
+            k = len(nodes)
+            leaf = nodes["is_leaf"].astype(bool)
+            own = np.arange(offset, offset + k)
+            roots.append(offset)
+            feature.append(np.where(leaf, 0, nodes["feature_idx"]))
+            threshold.append(np.where(leaf, np.inf, nodes["num_threshold"]))
+            left.append(np.where(leaf, own, nodes["left"] + offset))
+            right.append(np.where(leaf, own, nodes["right"] + offset))
+            value.append(np.where(leaf, nodes["value"], 0.0))
+            depth = max(depth, int(nodes["depth"].max()))
+            offset += k
+        return cls(np.concatenate(feature), np.concatenate(threshold), np.concatenate(left),
+                   np.concatenate(right), np.concatenate(value), np.array(roots),
+                   float(np.ravel(model._baseline_prediction)[0]), depth, cut, feature_threshold,
+                   floor)
+
+    def save(self, path: str | Path) -> None:
+        np.savez_compressed(
+            path, feature=self.feature.astype(np.int16), threshold=self.threshold,
+            left=self.left.astype(np.int32), right=self.right.astype(np.int32),
+            value=self.value.astype(np.float32), roots=self.roots.astype(np.int32),
+            bias=self.bias, depth=self.depth, cut=self.cut,
+            feature_threshold=self.feature_threshold, floor=self.floor,
+            version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
+            feature_names=np.array(self.feature_names))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BlockRescorer":
+        """Raises ``ValueError`` when the file was made for other block features."""
+        with np.load(path, allow_pickle=False) as f:
+            version = str(f["version"])
+            names = tuple(str(x) for x in f["feature_names"])
+            ours = f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}"
+            if version != ours or names != BLOCK_FEATURE_NAMES:
+                raise ValueError(f"{path}: block rescorer for block features version "
+                                 f"{version!r} (and page signals); this package computes "
+                                 f"{ours!r}")
+            return cls(f["feature"], f["threshold"], f["left"], f["right"], f["value"],
+                       f["roots"], float(f["bias"]), int(f["depth"]), float(f["cut"]),
+                       float(f["feature_threshold"]), float(f["floor"]), names)
+
+    @property
+    def num_trees(self) -> int:
+        return len(self.roots)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Content probability of each row of ``X`` ([blocks, features])."""
+        X = np.asarray(X, dtype=np.float64)
+        if not len(X):
+            return np.zeros(0)
+        blocks, width = X.shape
+        flat = X.ravel()
+        row = (np.arange(blocks) * width)[:, None]  # flat indexing: 2x a 2-D gather
+        node = np.tile(self.roots, (blocks, 1))
+        feature, threshold, left, right = self.feature, self.threshold, self.left, self.right
+        for _ in range(self.depth):
+            go_left = flat[row + feature[node]] <= threshold[node]
+            node = np.where(go_left, left[node], right[node])
+        raw = self.bias + self.value[node].sum(axis=1)
+        return 1.0 / (1.0 + np.exp(-raw))
+
+    def rescore(self, page: PageStructure, probs: np.ndarray,
+                layout: np.ndarray | None = None) -> np.ndarray:
+        """``probs`` with each text-owning node's score replaced by its block's rescored
+        probability (its block's content-head score below ``floor``)."""
+        roots, X, block, owners = _block_table(page, probs, self.feature_threshold, layout)
+        block_probs = X[:, 0].astype(np.float64)  # the column "score"
+        judged = block_probs >= self.floor
+        block_probs[judged] = self.predict(X[judged])
+        return spread_to_nodes(page, probs, roots, block_probs, block, owners)

@@ -1,0 +1,251 @@
+"""``grownup fit-rescorer``: fit the block rescorer on out-of-fold scores, measure it across
+sites, and add it to a model.
+
+The rescorer (``block_rescorer``) must learn how the content model errs on sites it has never
+seen, so it trains on scores the model gave pages of unseen sites: each site-cv fold model's
+scores of its own test pages (``grownup evaluate --protocol site-cv`` leaves the fold models in
+``OUT/site-cv/foldK/model``). Measured nested, so no figure comes from a page whose site the
+rescorer or the model trained on:
+
+- site-cv: for each fold, a rescorer fitted on the other folds' pages rescores the fold's pages;
+- ``--hold``: the held-out model's pages (``OUT/leave-out/without-.../model``), rescored by a
+  rescorer fitted on the folds' pages that the leave-out plan lets train.
+
+Each next to the model without the rescorer, trafilatura and readability on the same pages in
+the same run. ``--out``: the rescorer fitted on every fold's pages, saved in a copy of
+``--model`` (``block_rescorer.npz``). scikit-learn fits it (the ``eval`` extra); serving
+evaluates the trees in numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import pickle
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..alignment import align_labels, assemble_text
+from ..block_rescorer import FLOOR, RESCORER_FILE, BlockRescorer, block_features
+from ..errors import GrownupError
+from ..refine import RECALL_THRESHOLD, block_of, content_mask
+from .command import add_run_arguments, report, standalone
+from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
+                        leave_out_plan, load_records, record_key, score_page, site_cv_plan,
+                        summary)
+
+logger = logging.getLogger(__name__)
+BASE, RESCORED = "grownup", "grownup+rescorer"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cv-dir", required=True,
+                   help="the site-cv fold models: DIR/fold0/model ... (grownup evaluate "
+                        "--protocol site-cv --out OUT leaves them in OUT/site-cv)")
+    p.add_argument("--leave-out-dir", default=None,
+                   help="the leave-out models, DIR/without-.../model (default: the folds' "
+                        "parent's leave-out/)")
+    p.add_argument("--hold", action="append", default=None, choices=sorted(LEAVE_OUT),
+                   help="also measure on a held-out dataset (repeatable)")
+    p.add_argument("--folds", type=int, default=5, help="site-cv folds (default: 5)")
+    p.add_argument("--train-datasets", default="dragnet,cleaneval",
+                   help="the extra training sets of the folds' plan (default: dragnet,cleaneval)")
+    p.add_argument("--threshold", type=float, default=0.4,
+                   help="the content model's threshold (default: 0.4, fast's)")
+    p.add_argument("--cut", type=float, default=0.5,
+                   help="rescored probability a block needs (default: 0.5)")
+    p.add_argument("--trees", type=int, default=200, help="boosting iterations (default: 200)")
+    p.add_argument("--depth", type=int, default=8, help="tree depth (default: 8)")
+    p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
+    p.add_argument("--learning-rate", type=float, default=0.05,
+                   help="boosting learning rate (default: 0.05)")
+    p.add_argument("--cache", default="runs/rescorer",
+                   help="where the folds' scores are kept for a re-run (default: runs/rescorer)")
+    p.add_argument("--model", default=None,
+                   help="the model to add the rescorer to (with --out; e.g. the site-cv "
+                        "'all' model, or fast)")
+    p.add_argument("--out", default=None, help="write the model with its rescorer here")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="leave trafilatura and readability out")
+    p.add_argument("--device", default="cpu",
+                   help="where the fold models score their pages (default: cpu)")
+    add_run_arguments(p)
+
+
+class ScoredPage:
+    """A test page, its parse, the content model's scores and its blocks' features."""
+
+    def __init__(self, record, page, probs, threshold: float):
+        self.record, self.page, self.probs = record, page, probs
+        self.roots, self.features = block_features(page, probs, threshold) \
+            if page is not None else (np.zeros(0, np.int64), None)
+        self._labels = None
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Share of each block's characters the gold text covers."""
+        if self._labels is None:
+            page = self.page
+            node = align_labels(page, self.record.gold or "").labels == 1
+            lengths = page.text_lengths().astype(np.float64)
+            owners = lengths > 0
+            block = block_of(page)[owners]
+            n = page.num_nodes
+            content = np.bincount(block, weights=(lengths * node)[owners], minlength=n)
+            total = np.bincount(block, weights=lengths[owners], minlength=n)
+            self._labels = content[self.roots] / np.maximum(total[self.roots], 1.0)
+        return self._labels
+
+
+def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: str,
+                 limits=None) -> list[ScoredPage]:
+    """The pages of ``plan.test`` scored by the model in ``model_dir`` (the scores are cached
+    in ``cache``, keyed by the model's weights)."""
+    from ..dom import parse_page
+    from ..extractor import ArticleExtractor
+
+    extractor = ArticleExtractor.from_pretrained(model_dir, device=device)
+    path = cache / f"{plan.name}-{extractor.version or 'unversioned'}.pkl"
+    cached = pickle.loads(path.read_bytes()) if path.is_file() else {}
+    pages = []
+    for record in plan.test:
+        try:
+            pages.append(parse_page(record.html, url=record.url,
+                                    content_type=record.extra.get("content_type"),
+                                    limits=extractor.featurizer.limits))
+        except GrownupError:
+            pages.append(None)
+    missing = [i for i, (r, p) in enumerate(zip(plan.test, pages))
+               if p is not None and record_key(r) not in cached]
+    if missing:
+        t0 = time.time()
+        for i, probs in zip(missing, extractor.score([pages[i] for i in missing])):
+            cached[record_key(plan.test[i])] = probs.astype(np.float32)
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(cached))
+        logger.info("%s: scored %d pages in %.0f s", plan.name, len(missing), time.time() - t0)
+    return [ScoredPage(r, p, cached.get(record_key(r)), threshold) if p is not None
+            else ScoredPage(r, None, None, threshold) for r, p in zip(plan.test, pages)]
+
+
+def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer:
+    """A rescorer fitted on the blocks of ``pages`` (those whose record key is in ``keys``);
+    each block weighs the log of its text length, as the page cut-off weighs it."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    use = [p for p in pages if p.page is not None and len(p.roots)
+           and (keys is None or record_key(p.record) in keys)]
+    X = np.concatenate([p.features for p in use])
+    y = np.concatenate([p.labels for p in use]) > 0.5
+    judged = X[:, 0] >= FLOOR  # the column "score": lower blocks keep theirs when serving
+    X, y = X[judged], y[judged]
+    weight = X[:, 3] * 10  # the column "log_chars": log1p(characters) / 10
+    # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
+    # a split by block rather than by site
+    model = HistGradientBoostingClassifier(
+        max_iter=args.trees, learning_rate=args.learning_rate, max_leaf_nodes=args.leaves,
+        max_depth=args.depth, min_samples_leaf=40, l2_regularization=1.0,
+        early_stopping=False, random_state=args.seed)
+    model.fit(X, y, sample_weight=weight)
+    return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold)
+
+
+def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshold: float,
+               **options) -> list[str]:
+    """The text ``fast``'s decisions keep of each page (``options``: ``content_mask``'s),
+    from the model's scores, or from the rescored ones."""
+    out = []
+    for p in pages:
+        if p.page is None:
+            out.append("")
+            continue
+        probs = p.probs if rescorer is None else rescorer.rescore(p.page, p.probs)
+        out.append(assemble_text(p.page, content_mask(p.page, probs, threshold, **options)))
+    return out
+
+
+def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
+    """Per-page scores of the model without and with the rescorer (and with the rescorer,
+    ``grownup extract``'s --precision and --recall presets), and of the baselines."""
+    records = [p.record for p in pages]
+    arms = {BASE: (None, args.threshold, {}),
+            RESCORED: (rescorer, rescorer.cut, {}),
+            RESCORED + " --precision": (rescorer, rescorer.cut, {"refine": True}),
+            RESCORED + " --recall": (rescorer, RECALL_THRESHOLD, {"adaptive": False})}
+    scores = []
+    for name, (arm_rescorer, threshold, options) in arms.items():
+        texts = page_texts(pages, arm_rescorer, threshold, **options)
+        scores += [score_page(r, name, t) for r, t in zip(records, texts)]
+    if not args.no_baselines:
+        scores += baseline_scores(records, perfect=False)
+    return scores
+
+
+def run_rescorer(args) -> dict:
+    cv_dir = Path(args.cv_dir)
+    cache = Path(args.cache)
+    extra = [n for n in args.train_datasets.split(",") if n]
+    eval_records = load_records(list(EVAL_DATASETS))
+    extra_records = load_records(extra) if extra else []
+    plans = site_cv_plan(eval_records, extra_records, args.folds)
+    folds = {}
+    for plan in plans:
+        model_dir = cv_dir / plan.name / "model"
+        if not (model_dir / "config.json").is_file():
+            raise SystemExit(f"grownup fit-rescorer: no fold model in {model_dir}")
+        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+    result: dict = {"protocols": {}}
+    cv_scores = []
+    for plan in plans:
+        others = [p for name, pages in folds.items() if name != plan.name for p in pages]
+        cv_scores += measure(folds[plan.name], fit(others, args), args)
+    result["protocols"]["site-cv"] = summary(cv_scores)
+    leave_out_dir = Path(args.leave_out_dir) if args.leave_out_dir else \
+        cv_dir.parent / "leave-out"
+    everything = [p for pages in folds.values() for p in pages]
+    for held in args.hold or []:
+        plan = leave_out_plan(eval_records, extra_records, LEAVE_OUT[held])
+        model_dir = leave_out_dir / plan.name / "model"
+        if not (model_dir / "config.json").is_file():
+            raise SystemExit(f"grownup fit-rescorer: no leave-out model in {model_dir}")
+        pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+        result["protocols"][plan.name] = summary(
+            measure(pages, fit(everything, args, keys=plan.train_keys), args))
+    if args.out:
+        if not args.model:
+            raise SystemExit("grownup fit-rescorer: --out needs --model")
+        from ..extractor import resolve_model_dir
+
+        source, out = resolve_model_dir(args.model), Path(args.out)
+        if out.resolve() != source.resolve():
+            shutil.copytree(source, out, dirs_exist_ok=True)
+        rescorer = fit(everything, args)
+        rescorer.save(out / RESCORER_FILE)
+        result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
+                           "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
+    result["settings"] = {k: getattr(args, k) for k in (
+        "folds", "threshold", "cut", "trees", "depth", "leaves", "learning_rate")}
+    return result
+
+
+def tables(result: dict) -> str:
+    parts = []
+    for name, rows in result["protocols"].items():
+        parts.append(f"== {name}\n{format_summary(rows)}")
+    return "\n\n".join(parts)
+
+
+def run(args) -> int:
+    return report(args, run_rescorer, tables)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return standalone("grownup fit-rescorer", __doc__, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

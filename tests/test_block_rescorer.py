@@ -1,0 +1,161 @@
+"""The block rescorer: its block features on hand-made pages, its numpy trees against
+scikit-learn's, its file, and how the extractor uses the one ``fast`` ships."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, RESCORER_FILE, BlockRescorer,
+                                           block_features, spread_to_nodes)
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.extractor import MODELS_DIR
+from scrapy_grownup.refine import block_of
+
+PARAGRAPH = ("The council met on Tuesday to decide the future of the old bridge, which has "
+             "carried traffic over the river for more than a century.")
+PAGE = f"""<html><body>
+<nav><ul><li><a href="/">Home</a></li><li><a href="/news">News</a></li></ul></nav>
+<article>
+  <h1>Bridge to close</h1>
+  <p>{PARAGRAPH} Read the <a href="/report">engineers' report</a> for details.</p>
+  <p>Subscribe to our daily newsletter for more stories like this one.</p>
+  <p>{PARAGRAPH}</p>
+  <p>Subscribe to our daily newsletter for more stories like this one.</p>
+</article>
+<footer><p>All rights reserved.</p></footer>
+</body></html>"""
+COLUMN = {name: k for k, name in enumerate(BLOCK_FEATURE_NAMES)}
+
+
+@pytest.fixture(scope="module")
+def page():
+    return parse_page(PAGE, url="https://news.test/bridge")
+
+
+def node_of(page, tag, text):
+    return next(i for i, (t, own) in enumerate(zip(page.tags, page.node_text))
+                if t == tag and text in own)
+
+
+def test_block_features_describe_each_text_block_once(page):
+    probs = np.linspace(0.0, 1.0, page.num_nodes)
+    roots, X = block_features(page, probs)
+    lengths = page.text_lengths()
+    block = block_of(page)
+    assert list(roots) == sorted(set(block[lengths > 0].tolist()))  # reading order
+    assert X.shape == (len(roots), len(BLOCK_FEATURE_NAMES)) and np.isfinite(X).all()
+    link = node_of(page, "a", "engineers' report")
+    paragraph = node_of(page, "p", "Read the")
+    assert link not in roots and block[link] == paragraph  # the link is judged with its sentence
+    row = list(roots).index(paragraph)
+    owners = [i for i in range(page.num_nodes) if block[i] == paragraph and lengths[i] > 0]
+    expected = sum(probs[i] * lengths[i] for i in owners) / sum(lengths[i] for i in owners)
+    assert X[row, COLUMN["score"]] == pytest.approx(expected, rel=1e-6)
+    assert X[row, COLUMN["max_score"]] == pytest.approx(max(probs[i] for i in owners), rel=1e-6)
+    # the newsletter box repeats, the paragraph does not; a tag column is one-hot
+    newsletter = [list(roots).index(i) for i in roots if "Subscribe" in page.node_text[i]]
+    assert len(newsletter) == 2 and (X[newsletter, COLUMN["log_repeats"]] > 0).all()
+    assert X[row, COLUMN["log_repeats"]] == 0
+    tags = X[:, COLUMN["tag_p"]:COLUMN["tag_other"] + 1]
+    assert X[row, COLUMN["tag_p"]] == 1 and tags.sum(axis=1).tolist() == [1.0] * len(roots)
+    # the page's signals, the same on every row
+    signals = X[:, COLUMN["page_signal_0"]:]
+    np.testing.assert_array_equal(signals, np.broadcast_to(page.signals, signals.shape))
+
+
+def test_block_features_place_blocks_against_the_main_container(page):
+    probs = np.zeros(page.num_nodes)
+    article = page.tags.index("article")
+    inside = [i for i in range(page.num_nodes) if page.depth[i] > page.depth[article]
+              and i > article and page.tags[i] in ("p", "a", "h1")
+              and i < page.tags.index("footer")]
+    probs[inside] = 0.9
+    roots, X = block_features(page, probs)
+    for row, root in enumerate(roots.tolist()):
+        assert X[row, COLUMN["in_container"]] == (1.0 if root in inside else 0.0), \
+            page.node_text[root]
+    footer = list(roots).index(node_of(page, "p", "All rights reserved"))
+    assert X[footer, COLUMN["score_minus_cut"]] < 0
+
+
+def test_spread_to_nodes_gives_every_text_node_its_block_probability(page):
+    probs = np.full(page.num_nodes, 0.3)
+    roots, _ = block_features(page, probs)
+    block_probs = np.linspace(0.1, 0.9, len(roots))
+    out = spread_to_nodes(page, probs, roots, block_probs)
+    lengths = page.text_lengths()
+    block = block_of(page)
+    by_root = dict(zip(roots.tolist(), block_probs))
+    for i in range(page.num_nodes):
+        assert out[i] == pytest.approx(by_root[block[i]] if lengths[i] > 0 else 0.3)
+
+
+def fitted_trees(seed=0):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 5, size=(3000, 6)).astype(np.float32)  # ties sit on the thresholds
+    X[:, 5] = rng.random(3000)
+    y = (X[:, 0] + X[:, 1] * X[:, 5] + rng.normal(0, 0.5, 3000)) > 3
+    model = HistGradientBoostingClassifier(max_iter=40, max_depth=5, max_leaf_nodes=15,
+                                           random_state=0).fit(X, y)
+    return model, X
+
+
+def test_numpy_trees_give_scikit_learns_probabilities():
+    model, X = fitted_trees()
+    rescorer = BlockRescorer.from_sklearn(model)
+    assert rescorer.num_trees == 40 and rescorer.depth <= 5
+    np.testing.assert_allclose(rescorer.predict(X), model.predict_proba(X)[:, 1], atol=1e-12)
+    assert rescorer.predict(np.zeros((0, 6))).shape == (0,)
+
+
+def test_the_file_round_trips_and_refuses_other_features(tmp_path):
+    model, X = fitted_trees(1)
+    rescorer = BlockRescorer.from_sklearn(model, cut=0.55, feature_threshold=0.35)
+    path = tmp_path / RESCORER_FILE
+    rescorer.save(path)
+    loaded = BlockRescorer.load(path)
+    assert (loaded.cut, loaded.feature_threshold) == (0.55, 0.35)
+    np.testing.assert_allclose(loaded.predict(X), rescorer.predict(X), atol=1e-6)
+    with np.load(path) as f:
+        fields = dict(f)
+    fields["version"] = np.array("0")
+    np.savez(path, **fields)
+    with pytest.raises(ValueError, match="block features version '0'"):
+        BlockRescorer.load(path)
+
+
+def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to():
+    from scrapy_grownup import ArticleExtractor
+
+    html = PAGE.replace("<p>All", "<p>Copyright 2026. All")
+    plain = ArticleExtractor.from_pretrained("fast", rescore=False)
+    assert plain.rescorer is None and plain.threshold == 0.4 and plain.adaptive
+    rescored = ArticleExtractor.from_pretrained("fast")
+    assert rescored.rescorer is not None and rescored.adaptive
+    assert rescored.threshold == rescored.rescorer.cut
+    assert rescored.rescorer.feature_threshold == plain.threshold
+    article = rescored.extract(html, url="https://news.test/bridge")
+    assert PARAGRAPH in article.text and "engineers' report for details" in article.text
+    assert "All rights reserved" not in article.text
+    given = ArticleExtractor.from_pretrained("fast", threshold=0.7)
+    assert given.threshold == 0.7 and not given.adaptive and given.rescorer is not None
+
+
+def test_a_model_without_a_rescorer_loads_plain_and_refuses_rescore_true(tmp_path):
+    from scrapy_grownup import ArticleExtractor
+
+    model = tmp_path / "plain"
+    shutil.copytree(MODELS_DIR / "fast", model)
+    (model / RESCORER_FILE).unlink()
+    assert ArticleExtractor.from_pretrained(model).rescorer is None
+    with pytest.raises(ModelLoadError, match="no block rescorer"):
+        ArticleExtractor.from_pretrained(model, rescore=True)
+    (model / RESCORER_FILE).write_bytes(b"not a numpy file")
+    with pytest.raises(ModelLoadError, match=RESCORER_FILE):
+        ArticleExtractor.from_pretrained(model)
