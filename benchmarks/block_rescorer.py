@@ -8,26 +8,14 @@ anyway). One core; prints one JSON line.
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from _common import dragnet_test_pages, pin_single_core  # noqa: E402
+from _common import best_ms, dragnet_test_pages, pin_single_core  # noqa: E402
 
 from scrapy_grownup import ArticleExtractor  # noqa: E402
 from scrapy_grownup.block_rescorer import block_features  # noqa: E402
 from scrapy_grownup.dom import parse_page  # noqa: E402
-
-
-def _best_ms(fn, items, rounds: int = 3) -> float:
-    """Minimum over ``rounds`` of the mean ms per item: the least disturbed round."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for item in items:
-            fn(item)
-        best = min(best, (time.perf_counter() - start) / len(items) * 1000)
-    return round(best, 3)
 
 
 def main() -> None:
@@ -44,11 +32,11 @@ def main() -> None:
            "mean_blocks": round(sum(len(X) for _r, X in features) / len(pages), 1),
            "mean_blocks_judged": round(sum(len(X) for X in judged) / len(pages), 1),
            "ms_per_page": {
-               "block_features": _best_ms(
+               "block_features": best_ms(
                    lambda sp: block_features(sp[0], sp[1], rescorer.feature_threshold), scored),
-               "trees": _best_ms(rescorer.predict, judged),
-               "rescore": _best_ms(lambda sp: rescorer.rescore(*sp), scored),
-               "content_model": _best_ms(lambda page: extractor.score([page]), pages, 1)}}
+               "trees": best_ms(rescorer.predict, judged),
+               "rescore": best_ms(lambda sp: rescorer.rescore(*sp), scored),
+               "content_model": best_ms(lambda page: extractor.score([page]), pages, 1)}}
     print(json.dumps(out))
 
 

@@ -8,11 +8,10 @@ Prints one JSON line.
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from _common import dragnet_test_pages, pin_single_core  # noqa: E402
+from _common import best_ms, dragnet_test_pages, pin_single_core  # noqa: E402
 
 from scrapy_grownup import page_signals as signals  # noqa: E402
 from scrapy_grownup.dom import parse_page  # noqa: E402
@@ -26,17 +25,6 @@ PARTS = {
 }
 
 
-def _best_ms(fn, items, rounds: int = 3) -> float:
-    """Minimum over ``rounds`` of the mean ms per item: the least disturbed round."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for item in items:
-            fn(item)
-        best = min(best, (time.perf_counter() - start) / len(items) * 1000)
-    return round(best, 3)
-
-
 def main() -> None:
     pin_single_core()
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 200
@@ -44,8 +32,8 @@ def main() -> None:
     pages = [parse_page(html) for html in htmls]
     out = {"benchmark": "page_signals", "pages": len(pages),
            "median_nodes": sorted(p.num_nodes for p in pages)[len(pages) // 2],
-           "ms_per_page": {name: _best_ms(fn, pages) for name, fn in PARTS.items()}}
-    out["ms_per_page"]["parse_page"] = _best_ms(parse_page, htmls, rounds=1)
+           "ms_per_page": {name: best_ms(fn, pages) for name, fn in PARTS.items()}}
+    out["ms_per_page"]["parse_page"] = best_ms(parse_page, htmls, rounds=1)
     print(json.dumps(out))
 
 

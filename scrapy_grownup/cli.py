@@ -335,11 +335,10 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
                         "models, and it leaves the other cores to other work)")
 
 
-# The precision / recall presets of ``extract``, measured with the shipped fast's recipe in the
-# site-grouped cross-validation (README, Accuracy; bag-of-words P / R). With the adaptive cut-off
-# and the main-container rule a higher threshold no longer buys precision (0.5 fixed: 87.9 /
-# 86.8 against 88.2 / 88.8 by default): keeping only the largest content group does (89.4 /
-# 82.1). A lower fixed threshold buys recall (0.2: 86.4 / 90.5).
+# The precision / recall presets of ``extract``, measured with the shipped fast's recipe (block
+# rescorer included) in the nested site-grouped cross-validation (README, "Block rescorer";
+# bag-of-words P / R, default 88.8 / 89.8): keeping only the largest content group buys
+# precision (89.9 / 84.2), a fixed threshold of 0.2 on the rescored blocks recall (86.7 / 91.6).
 from .refine import RECALL_THRESHOLD  # noqa: E402 - with the presets' measurements
 
 
@@ -399,15 +398,16 @@ def build_parser() -> argparse.ArgumentParser:
     knob.add_argument("--threshold", type=_probability, default=None,
                       help="content probability an element needs to be kept, the same on "
                            "every page (default: each page's own cut-off within 0.2 of the "
-                           "model's threshold, fast: 0.4): lower keeps more text, higher less")
+                           "model's threshold, fast: 0.5 on its rescored blocks): lower keeps "
+                           "more text, higher less")
     knob.add_argument("--precision", action="store_true",
                       help="favour precision: keep only the largest contiguous group of content "
-                           "(as --refine; fast on unseen sites: precision 89.4, recall 82.1 "
-                           "against 88.2 / 88.8 by default)")
+                           "(as --refine; fast on unseen sites: precision 89.9, recall 84.2 "
+                           "against 88.8 / 89.8 by default)")
     knob.add_argument("--recall", dest="threshold", action="store_const",
                       const=RECALL_THRESHOLD,
                       help=f"favour recall (threshold {RECALL_THRESHOLD} on every page; fast on "
-                           "unseen sites: precision 86.4, recall 90.5)")
+                           "unseen sites: precision 86.7, recall 91.6)")
     p.add_argument("--refine", action="store_true",
                    help="keep only the largest contiguous group of content")
     p.add_argument("--no-rescorer", action="store_true",

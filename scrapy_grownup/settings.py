@@ -127,24 +127,22 @@ def _threshold(name: str, value) -> float | None:
     return number
 
 
-def _refine(name: str, value) -> bool | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
-        return None
-    try:
-        return _bool(name, value)
-    except SettingsError:
-        raise _bad(name, value, "not a boolean",
-                   "True, False, or None for the model's own (False)") from None
+def _model_default_bool(models_own: str) -> Callable[[str, object], bool | None]:
+    """A boolean that may also be ``None``: the model's own setting (``models_own`` says what
+    that is, for the error line)."""
+    def check_value(name: str, value) -> bool | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            return None
+        try:
+            return _bool(name, value)
+        except SettingsError:
+            raise _bad(name, value, "not a boolean",
+                       f"True, False, or None for the model's own ({models_own})") from None
+    return check_value
 
 
-def _rescorer(name: str, value) -> bool | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
-        return None
-    try:
-        return _bool(name, value)
-    except SettingsError:
-        raise _bad(name, value, "not a boolean",
-                   "True, False, or None for the model's own (on where it has one)") from None
+_refine = _model_default_bool("False")
+_rescorer = _model_default_bool("on where it has one")
 
 
 def _workers(name: str, value) -> int:
