@@ -484,3 +484,34 @@ def test_trainer_dev_split_holds_whole_sites():
     assert dev_sites and not dev_sites & train_sites
     assert _dev_ids("wcxb_dev", "all", [r.id for r in recs], recs,
                     TrainConfig(out="unused", dev_fraction=0.0)) == set()
+
+
+def test_baseline_texts_are_cached_per_page_and_version(tmp_path, monkeypatch):
+    """fit-rescorer re-runs read the baselines' texts back instead of extracting them again;
+    a page whose HTML changed is extracted anew."""
+    pytest.importorskip("trafilatura")
+    from pathlib import Path
+
+    from scrapy_grownup.training import crosssite as C
+
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("article_*.html"))]
+    assert len(records) >= 2
+    first = C.baseline_texts("trafilatura", records, cache=tmp_path)
+    assert first == [C.baseline_text("trafilatura", r) for r in records]
+    assert any(first) and len(list(tmp_path.glob("baseline-trafilatura-*.json"))) == 1
+
+    calls = []
+
+    def counted(method, record):
+        calls.append(record.id)
+        return f"new text of {record.id}"
+
+    monkeypatch.setattr(C, "baseline_text", counted)
+    assert C.baseline_texts("trafilatura", records, cache=tmp_path) == first
+    assert calls == []
+    changed = D.PageRecord("golden", records[0].id, records[0].html + b"<p>more</p>", None,
+                           None, "all")
+    again = C.baseline_texts("trafilatura", [changed, *records[1:]], cache=tmp_path)
+    assert calls == [records[0].id] and again == [f"new text of {records[0].id}", *first[1:]]

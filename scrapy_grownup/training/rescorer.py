@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--learning-rate", type=float, default=0.05,
                    help="boosting learning rate (default: 0.05)")
     p.add_argument("--cache", default="runs/rescorer",
-                   help="where the folds' scores are kept for a re-run (default: runs/rescorer)")
+                   help="where the folds' scores and the baselines' texts are kept for a "
+                        "re-run (default: runs/rescorer)")
     p.add_argument("--model", default=None,
                    help="the model to add the rescorer to (with --out; e.g. the site-cv "
                         "'all' model, or fast)")
@@ -181,7 +182,7 @@ def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
         texts = page_texts(pages, arm_rescorer, threshold, **options)
         scores += [score_page(r, name, t) for r, t in zip(records, texts)]
     if not args.no_baselines:
-        scores += baseline_scores(records, perfect=False)
+        scores += baseline_scores(records, perfect=False, cache=Path(args.cache))
     return scores
 
 
