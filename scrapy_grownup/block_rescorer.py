@@ -6,8 +6,9 @@ box inside the article container, a forum post scored low between two posts scor
 rescorer reads, per block (``refine.block_of``), the content head's scores of the block, of its
 four nearest ancestors' subtrees and of its neighbours in reading order, where it sits against
 the page's own cut-off and main container, whether its text repeats, its tag and layout
-features (``layout.layout_features``) and the page's signals (``page_signals``: what kind of
-page it is), and returns the probability that the block is content.
+features (``layout.layout_features``), what its own and its ancestors' class and id words say
+it is (``attribute_cues``) and the page's signals (``page_signals``: what kind of page it is),
+and returns the probability that the block is content.
 
 It is a gradient-boosted tree ensemble (trained by ``grownup fit-rescorer`` with scikit-learn
 on the cross-validation folds' out-of-fold scores, so it learns how the model errs on sites it
@@ -22,16 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
+from .attribute_cues import CUE_NAMES, attribute_cues
 from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
-from .refine import CONTAINER_SHARE, block_of, block_scores, page_threshold
-from .tree import depth_levels, subtree_sum
+from .refine import ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, page_threshold
+from .tree import depth_levels, inherit, subtree_sum
 
 __all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
            "block_features", "spread_to_nodes"]
 
-BLOCK_FEATURE_VERSION = "1"
+BLOCK_FEATURE_VERSION = "2"  # 2: the class and id cues
 RESCORER_FILE = "block_rescorer.npz"
 # Blocks the content head scores below this keep their score: over half of a page's blocks
 # (menus, footers), holding under 1% of the content's text across the modern sets.
@@ -51,6 +53,8 @@ BLOCK_FEATURE_NAMES: tuple[str, ...] = (
     *(f"layout_{k}" for k in range(LAYOUT_DIM)),
     *(f"tag_{tag}" for tag in TAGS), "tag_other",
     *(f"page_signal_{k}" for k in range(SIGNAL_DIM)),
+    *(f"cue_{name}" for name in CUE_NAMES), *(f"inside_cue_{name}" for name in CUE_NAMES),
+    "has_class_or_id",
 )
 
 
@@ -128,6 +132,10 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     tag = np.zeros((m, len(TAGS) + 1), np.float32)
     tags = page.tags
     tag[np.arange(m), [_TAG_COLUMN.get(tags[r], len(TAGS)) for r in roots.tolist()]] = 1
+    cues = attribute_cues(page)
+    inside_cues = inherit(cues, parent, levels)
+    named = np.fromiter((bool(page.class_words[r] or page.id_words[r]) for r in roots.tolist()),
+                        dtype=bool, count=m)
     X = np.column_stack([
         score, top[roots], low[roots], np.log1p(chars) / 10, np.log1p(words) / 5, *ancestors,
         previous, following, previous_2, following_2,
@@ -135,6 +143,7 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
         np.full(m, np.log1p(m) / 8), np.full(m, score.max()), score - cut, inside,
         container_depth, np.log1p(repeats - 1), np.arange(m) / max(m - 1, 1),
         layout[roots], tag, np.broadcast_to(page.signals, (m, SIGNAL_DIM)),
+        cues[roots], inside_cues[roots], named,
     ]).astype(np.float32)
     return roots, X, block, owners
 
@@ -165,11 +174,15 @@ class BlockRescorer:
     probability a block needs to be kept (the content head's ``threshold`` is replaced by it),
     ``feature_threshold``: the content head's cut-off the page features are taken at;
     blocks scored under ``floor`` keep their score (they are not trained on either).
+    ``container`` and ``band``: the page-level decisions that suit the rescored probabilities
+    (``refine.content_mask``'s: whether blocks outside the main container are dropped, and how
+    far a page's own cut-off may move from ``cut``), measured by ``grownup fit-rescorer``.
     """
 
     def __init__(self, feature, threshold, left, right, value, roots, bias: float, depth: int,
                  cut: float = 0.5, feature_threshold: float = 0.4, floor: float = FLOOR,
-                 feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES):
+                 feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES, container: bool = True,
+                 band: float = ADAPTIVE_BAND):
         self.feature = np.asarray(feature, dtype=np.int64)
         self.threshold = np.asarray(threshold, dtype=np.float64)
         self.left = np.asarray(left, dtype=np.int64)
@@ -182,10 +195,18 @@ class BlockRescorer:
         self.feature_threshold = float(feature_threshold)
         self.floor = float(floor)
         self.feature_names = tuple(feature_names)
+        self.container = bool(container)
+        self.band = float(band)
+
+    @property
+    def decisions(self) -> dict:
+        """``refine.content_mask`` options for rescored probabilities."""
+        return {"container": self.container, "band": self.band}
 
     @classmethod
     def from_sklearn(cls, model, cut: float = 0.5, feature_threshold: float = 0.4,
-                     floor: float = FLOOR) -> "BlockRescorer":
+                     floor: float = FLOOR, container: bool = True,
+                     band: float = ADAPTIVE_BAND) -> "BlockRescorer":
         """From a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no
         missing values)."""
         feature, threshold, left, right, value, roots = [], [], [], [], [], []
@@ -206,7 +227,7 @@ class BlockRescorer:
         return cls(np.concatenate(feature), np.concatenate(threshold), np.concatenate(left),
                    np.concatenate(right), np.concatenate(value), np.array(roots),
                    float(np.ravel(model._baseline_prediction)[0]), depth, cut, feature_threshold,
-                   floor)
+                   floor, container=container, band=band)
 
     def save(self, path: str | Path) -> None:
         np.savez_compressed(
@@ -215,7 +236,7 @@ class BlockRescorer:
             value=self.value.astype(np.float32), roots=self.roots.astype(np.int32),
             bias=self.bias, depth=self.depth, cut=self.cut,
             feature_threshold=self.feature_threshold, floor=self.floor,
-            version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
+            container=self.container, band=self.band, version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
             feature_names=np.array(self.feature_names))
 
     @classmethod
@@ -229,9 +250,12 @@ class BlockRescorer:
                 raise ValueError(f"{path}: block rescorer for block features version "
                                  f"{version!r} (and page signals); this package computes "
                                  f"{ours!r}")
+            # files written before the decisions were stored used the content model's
+            decisions = {"container": bool(f["container"]) if "container" in f.files else True,
+                         "band": float(f["band"]) if "band" in f.files else ADAPTIVE_BAND}
             return cls(f["feature"], f["threshold"], f["left"], f["right"], f["value"],
                        f["roots"], float(f["bias"]), int(f["depth"]), float(f["cut"]),
-                       float(f["feature_threshold"]), float(f["floor"]), names)
+                       float(f["feature_threshold"]), float(f["floor"]), names, **decisions)
 
     @property
     def num_trees(self) -> int:

@@ -254,10 +254,13 @@ class ArticleExtractor:
         ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
         from .head_fields import head_fields
 
+        decisions = {}
         if self.rescorer is not None:
             scores = self.rescorer.rescore(page, scores)
+            decisions = self.rescorer.decisions
         keep = content_mask(page, scores, self.threshold,
-                            self.refine if refine is None else refine, adaptive=self.adaptive)
+                            self.refine if refine is None else refine, adaptive=self.adaptive,
+                            **decisions)
         # Code blocks and data tables whole, so text and Markdown never show half of one.
         keep = complete_blocks(page, keep)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \

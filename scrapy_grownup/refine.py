@@ -17,6 +17,8 @@ Three page-level decisions follow, each measured across sites (README, "Decision
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
   just above the threshold.
+  (On the block rescorer's probabilities, which already read where each block sits, the
+  rescorer's file switches this rule off and widens the band to 0.3: ``BlockRescorer.decisions``.)
 - ``without_headline``: the headline is the article's ``title``, not the first line of its
   text; the kept headline element (``metadata.headline_node``) that opens the kept text is
   dropped from the body.
@@ -57,9 +59,10 @@ RECALL_THRESHOLD = 0.2  # ``grownup extract --recall``: this threshold on every 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
                  repeats: bool = True, adaptive: bool = True,
-                 headline: bool = True, byline: bool = True) -> np.ndarray:
+                 headline: bool = True, byline: bool = True,
+                 band: float = ADAPTIVE_BAND) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
-    the page within ``ADAPTIVE_BAND`` when ``adaptive``), judged per block when ``blocks``,
+    the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), the headline left to the title (``headline``) and the byline and date to
     their fields (``byline``), and optionally refined to the largest content group
@@ -70,7 +73,7 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     block = block_of(page, levels) if blocks or repeats or byline else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
     if adaptive:
-        threshold = page_threshold(scores, lengths, threshold)
+        threshold = page_threshold(scores, lengths, threshold, band)
     keep = scores >= threshold
     if container:
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)

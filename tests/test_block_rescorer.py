@@ -8,12 +8,13 @@ import shutil
 import numpy as np
 import pytest
 
+from scrapy_grownup.attribute_cues import CUE_NAMES, attribute_cues
 from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, RESCORER_FILE, BlockRescorer,
                                            block_features, spread_to_nodes)
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import MODELS_DIR
-from scrapy_grownup.refine import block_of
+from scrapy_grownup.refine import ADAPTIVE_BAND, block_of
 
 PARAGRAPH = ("The council met on Tuesday to decide the future of the old bridge, which has "
              "carried traffic over the river for more than a century.")
@@ -63,8 +64,42 @@ def test_block_features_describe_each_text_block_once(page):
     tags = X[:, COLUMN["tag_p"]:COLUMN["tag_other"] + 1]
     assert X[row, COLUMN["tag_p"]] == 1 and tags.sum(axis=1).tolist() == [1.0] * len(roots)
     # the page's signals, the same on every row
-    signals = X[:, COLUMN["page_signal_0"]:]
+    signals = X[:, COLUMN["page_signal_0"]:COLUMN["page_signal_0"] + len(page.signals)]
     np.testing.assert_array_equal(signals, np.broadcast_to(page.signals, signals.shape))
+
+
+CUED = """<html><body>
+<header id="siteHeader"><p class="headline-kicker">Local news from the valley</p></header>
+<div class="article__body"><p>The ferry runs again from Monday after a month of repairs.</p>
+  <div class="related-posts"><p>Bus lines change in spring as the new timetable starts.</p></div>
+  <p class="add-text">Tickets are sold on board and at the harbour office.</p></div>
+<div id="cookieConsent"><p>We use cookies to improve the site you are reading now.</p></div>
+</body></html>"""
+
+
+def test_class_and_id_words_flag_a_block_and_everything_inside_it():
+    page = parse_page(CUED)
+    cues = attribute_cues(page)
+    assert cues.shape == (page.num_nodes, len(CUE_NAMES))
+
+    def own(text):
+        return {n for n, on in zip(CUE_NAMES, cues[node_of(page, "p", text)]) if on}
+
+    assert own("Local news") == {"metadata"}  # "headline" is not "header": whole words only
+    assert own("Tickets") == {"body"}  # "add" is not an advert
+    assert own("The ferry") == set()  # its class is on the parent
+    roots, X = block_features(page, np.full(page.num_nodes, 0.5))
+    row = {page.node_text[r][:8]: k for k, r in enumerate(roots.tolist())}
+
+    def inside(start, name):
+        return X[row[start], COLUMN[f"inside_cue_{name}"]] == 1
+
+    assert inside("The ferr", "body") and not inside("The ferr", "related")
+    assert inside("Bus line", "related") and inside("Bus line", "body")  # nested boxes add up
+    assert inside("We use c", "consent") and inside("Local ne", "navigation")
+    assert X[row["Tickets "], COLUMN["has_class_or_id"]] == 1
+    assert X[row["The ferr"], COLUMN["has_class_or_id"]] == 0
+    assert X[row["Bus line"], COLUMN["cue_related"]] == 0  # the box, not the paragraph, is named
 
 
 def test_block_features_place_blocks_against_the_main_container(page):
@@ -116,22 +151,29 @@ def test_numpy_trees_give_scikit_learns_probabilities():
 
 def test_the_file_round_trips_and_refuses_other_features(tmp_path):
     model, X = fitted_trees(1)
-    rescorer = BlockRescorer.from_sklearn(model, cut=0.55, feature_threshold=0.35)
+    rescorer = BlockRescorer.from_sklearn(model, cut=0.55, feature_threshold=0.35,
+                                          container=False, band=0.3)
     path = tmp_path / RESCORER_FILE
     rescorer.save(path)
     loaded = BlockRescorer.load(path)
     assert (loaded.cut, loaded.feature_threshold) == (0.55, 0.35)
+    assert loaded.decisions == {"container": False, "band": 0.3}
     np.testing.assert_allclose(loaded.predict(X), rescorer.predict(X), atol=1e-6)
     with np.load(path) as f:
         fields = dict(f)
+    # a file from before the decisions were stored keeps the content model's
+    older = {k: v for k, v in fields.items() if k not in ("container", "band")}
+    np.savez(path, **older)
+    assert BlockRescorer.load(path).decisions == {"container": True, "band": ADAPTIVE_BAND}
     fields["version"] = np.array("0")
     np.savez(path, **fields)
     with pytest.raises(ValueError, match="block features version '0'"):
         BlockRescorer.load(path)
 
 
-def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to():
+def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup import extractor as extractor_module
 
     html = PAGE.replace("<p>All", "<p>Copyright 2026. All")
     plain = ArticleExtractor.from_pretrained("fast", rescore=False)
@@ -140,8 +182,14 @@ def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to():
     assert rescored.rescorer is not None and rescored.adaptive
     assert rescored.threshold == rescored.rescorer.cut
     assert rescored.rescorer.feature_threshold == plain.threshold
+    decided = []
+    real_mask = extractor_module.content_mask
+    monkeypatch.setattr(extractor_module, "content_mask",
+                        lambda *a, **kw: decided.append(kw) or real_mask(*a, **kw))
     article = rescored.extract(html, url="https://news.test/bridge")
     assert PARAGRAPH in article.text and "engineers' report for details" in article.text
+    # the decisions measured for rescored probabilities, not the content model's
+    assert {k: decided[-1][k] for k in ("container", "band")} == rescored.rescorer.decisions
     assert "All rights reserved" not in article.text
     given = ArticleExtractor.from_pretrained("fast", threshold=0.7)
     assert given.threshold == 0.7 and not given.adaptive and given.rescorer is not None

@@ -365,6 +365,10 @@ def test_an_adaptive_cut_keeps_a_page_the_model_is_unsure_of():
     adapted = assemble_text(page, content_mask(page, probs, 0.4))
     assert fixed == "" and "harbour closed on Monday" in adapted and "Repairs" in adapted
     assert "cookies" not in adapted
+    # the band bounds how far the page's cut-off moves: 0.6 - 0.2 keeps nothing, 0.6 - 0.3 does
+    assert assemble_text(page, content_mask(page, probs, 0.6)) == ""
+    wider = assemble_text(page, content_mask(page, probs, 0.6, band=0.3))
+    assert "harbour closed on Monday" in wider and "cookies" not in wider
 
 
 # ------------------------------------------------------------------------------------------

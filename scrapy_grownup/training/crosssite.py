@@ -31,7 +31,7 @@ from ..alignment import align_labels, assemble_text, perfect_filter_text
 from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
-from ..refine import content_mask
+from ..refine import ADAPTIVE_BAND, content_mask
 from ..splits import site_folds, site_groups
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import AuxLabels, TrainConfig, fit_epochs
@@ -241,11 +241,13 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         else:
             threshold = extractor.threshold
         rows = (rescored if rescore else parsed)[variant.visibility]
+        # the rescorer's own decisions (a variant can still switch the container rule off)
+        container, band = ((variant.container and rescorer.container, rescorer.band)
+                           if rescore else (variant.container, ADAPTIVE_BAND))
         out[variant.name] = [
             assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
-                                          variant.container, variant.repeats,
-                                          variant.adaptive, variant.headline,
-                                          variant.byline))
+                                          container, variant.repeats, variant.adaptive,
+                                          variant.headline, variant.byline, band))
             if p is not None else "" for p, s in rows]
     return out
 

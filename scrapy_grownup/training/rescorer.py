@@ -58,6 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the content model's threshold (default: 0.4, fast's)")
     p.add_argument("--cut", type=float, default=0.5,
                    help="rescored probability a block needs (default: 0.5)")
+    p.add_argument("--band", type=float, default=0.3,
+                   help="how far a page's own cut-off may move from --cut (default: 0.3; "
+                        "the content model alone uses 0.2)")
+    p.add_argument("--container", action=argparse.BooleanOptionalAction, default=False,
+                   help="drop rescored blocks outside the page's main container unless sure "
+                        "(default: no: the rescorer already reads where each block sits)")
     p.add_argument("--trees", type=int, default=200, help="boosting iterations (default: 200)")
     p.add_argument("--depth", type=int, default=8, help="tree depth (default: 8)")
     p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
@@ -152,19 +158,24 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
         max_depth=args.depth, min_samples_leaf=40, l2_regularization=1.0,
         early_stopping=False, random_state=args.seed)
     model.fit(X, y, sample_weight=weight)
-    return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold)
+    return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
+                                      container=args.container, band=args.band)
 
 
 def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshold: float,
                **options) -> list[str]:
     """The text ``fast``'s decisions keep of each page (``options``: ``content_mask``'s),
-    from the model's scores, or from the rescored ones."""
+    from the model's scores, or from the rescored ones (with the rescorer's decisions)."""
     out = []
     for p in pages:
         if p.page is None:
             out.append("")
             continue
-        probs = p.probs if rescorer is None else rescorer.rescore(p.page, p.probs)
+        if rescorer is None:
+            probs = p.probs
+        else:
+            probs = rescorer.rescore(p.page, p.probs)
+            options = {**rescorer.decisions, **options}
         out.append(assemble_text(p.page, content_mask(p.page, probs, threshold, **options)))
     return out
 
@@ -229,7 +240,8 @@ def run_rescorer(args) -> dict:
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
-        "folds", "threshold", "cut", "trees", "depth", "leaves", "learning_rate")}
+        "folds", "threshold", "cut", "band", "container", "trees", "depth", "leaves",
+        "learning_rate")}
     return result
 
 
