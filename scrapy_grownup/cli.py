@@ -337,8 +337,8 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 
 # The precision / recall presets of ``extract``, measured with the shipped fast's recipe (block
 # rescorer included) in the nested site-grouped cross-validation (README, "Block rescorer";
-# bag-of-words P / R, default 88.8 / 89.8): keeping only the largest content group buys
-# precision (89.9 / 84.2), a fixed threshold of 0.2 on the rescored blocks recall (86.7 / 91.6).
+# bag-of-words P / R, default 88.2 / 91.7): keeping only the largest content group buys
+# precision (89.4 / 85.3), a fixed threshold of 0.2 on the rescored blocks recall (85.5 / 93.8).
 from .refine import RECALL_THRESHOLD  # noqa: E402 - with the presets' measurements
 
 
@@ -397,17 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
     knob = p.add_mutually_exclusive_group()
     knob.add_argument("--threshold", type=_probability, default=None,
                       help="content probability an element needs to be kept, the same on "
-                           "every page (default: each page's own cut-off within 0.2 of the "
-                           "model's threshold, fast: 0.5 on its rescored blocks): lower keeps "
+                           "every page (default: each page's own cut-off near the model's "
+                           "threshold, fast: within 0.3 of 0.5 on its rescored blocks): lower keeps "
                            "more text, higher less")
     knob.add_argument("--precision", action="store_true",
                       help="favour precision: keep only the largest contiguous group of content "
-                           "(as --refine; fast on unseen sites: precision 89.9, recall 84.2 "
-                           "against 88.8 / 89.8 by default)")
+                           "(as --refine; fast on unseen sites: precision 89.4, recall 85.3 "
+                           "against 88.2 / 91.7 by default)")
     knob.add_argument("--recall", dest="threshold", action="store_const",
                       const=RECALL_THRESHOLD,
                       help=f"favour recall (threshold {RECALL_THRESHOLD} on every page; fast on "
-                           "unseen sites: precision 86.7, recall 91.6)")
+                           "unseen sites: precision 85.5, recall 93.8)")
     p.add_argument("--refine", action="store_true",
                    help="keep only the largest contiguous group of content")
     p.add_argument("--no-rescorer", action="store_true",

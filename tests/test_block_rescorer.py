@@ -207,3 +207,33 @@ def test_a_model_without_a_rescorer_loads_plain_and_refuses_rescore_true(tmp_pat
     (model / RESCORER_FILE).write_bytes(b"not a numpy file")
     with pytest.raises(ModelLoadError, match=RESCORER_FILE):
         ArticleExtractor.from_pretrained(model)
+
+
+def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
+    """``grownup fit-rescorer --without cues``: the ablation's trees cannot read the group."""
+    from types import SimpleNamespace
+
+    from scrapy_grownup.training.rescorer import ablated_columns, fit
+
+    rng = np.random.default_rng(0)
+    X = rng.random((2000, len(BLOCK_FEATURE_NAMES))).astype(np.float32)
+    X[:, COLUMN["score"]] = rng.uniform(0.05, 1.0, 2000)
+    related = rng.random(2000) < 0.3
+    X[:, COLUMN["cue_related"]] = related
+    labels = ((X[:, COLUMN["score"]] > 0.5) & ~related).astype(np.float64)
+    pages = [SimpleNamespace(page=object(), roots=np.arange(200), features=X[k:k + 200],
+                             labels=labels[k:k + 200], record=None)
+             for k in range(0, 2000, 200)]
+    args = SimpleNamespace(trees=20, learning_rate=0.1, leaves=15, depth=4, seed=0, cut=0.5,
+                           threshold=0.4, container=False, band=0.3, without=[])
+
+    def split_columns(rescorer):
+        return set(rescorer.feature[np.isfinite(rescorer.threshold)].tolist())
+
+    cues = set(ablated_columns(["cues"]).tolist())
+    assert COLUMN["cue_related"] in cues and COLUMN["score"] not in cues
+    assert COLUMN["cue_related"] in split_columns(fit(pages, args))
+    args.without = ["cues"]
+    assert not split_columns(fit(pages, args)) & cues
+    assert len(ablated_columns(["signals"])) == sum(
+        name.startswith("page_signal_") for name in BLOCK_FEATURE_NAMES)

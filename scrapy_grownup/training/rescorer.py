@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from ..alignment import align_labels, assemble_text
-from ..block_rescorer import FLOOR, RESCORER_FILE, BlockRescorer, block_features
+from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
+                              block_features)
 from ..errors import GrownupError
 from ..refine import RECALL_THRESHOLD, block_of, content_mask
 from .command import add_run_arguments, report, standalone
@@ -40,6 +41,23 @@ from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summar
 
 logger = logging.getLogger(__name__)
 BASE, RESCORED = "grownup", "grownup+rescorer"
+# --without: the block features each ablation holds constant, by name prefix
+FEATURE_GROUPS = {
+    "context": ("ancestor_", "previous_", "next_"),
+    "page": ("page_cut", "page_share_above", "page_mean_score", "page_log_blocks",
+             "page_max_score", "score_minus_cut", "in_container", "container_depth"),
+    "layout": ("layout_",),
+    "tags": ("tag_",),
+    "signals": ("page_signal_",),
+    "cues": ("cue_", "inside_cue_", "has_class_or_id"),
+}
+
+
+def ablated_columns(groups) -> np.ndarray:
+    """Indices of ``BLOCK_FEATURE_NAMES`` that belong to the feature ``groups``."""
+    prefixes = tuple(prefix for group in groups for prefix in FEATURE_GROUPS[group])
+    return np.array([k for k, name in enumerate(BLOCK_FEATURE_NAMES)
+                     if prefixes and name.startswith(prefixes)], dtype=np.int64)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,6 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
     p.add_argument("--learning-rate", type=float, default=0.05,
                    help="boosting learning rate (default: 0.05)")
+    p.add_argument("--without", action="append", default=[], choices=sorted(FEATURE_GROUPS),
+                   help="fit without a group of block features, for an ablation (repeatable; "
+                        "the columns are held constant, so the saved file stays loadable)")
     p.add_argument("--cache", default="runs/rescorer",
                    help="where the folds' scores and the baselines' texts are kept for a "
                         "re-run (default: runs/rescorer)")
@@ -151,6 +172,7 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
     judged = X[:, 0] >= FLOOR  # the column "score": lower blocks keep theirs when serving
     X, y = X[judged], y[judged]
     weight = X[:, 3] * 10  # the column "log_chars": log1p(characters) / 10
+    X[:, ablated_columns(args.without)] = 0.0  # a constant column: no tree splits on it
     # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
     # a split by block rather than by site
     model = HistGradientBoostingClassifier(
@@ -241,7 +263,7 @@ def run_rescorer(args) -> dict:
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "threshold", "cut", "band", "container", "trees", "depth", "leaves",
-        "learning_rate")}
+        "learning_rate", "without")}
     return result
 
 
