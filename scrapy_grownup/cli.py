@@ -223,6 +223,12 @@ def cmd_fit_rescorer(args) -> int:
     return run(args)
 
 
+def cmd_fit_page_type(args) -> int:
+    from .training.page_type import run
+
+    return run(args)
+
+
 def cmd_roles_eval(args) -> int:
     from .training.roles import run
 
@@ -481,6 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "out-of-fold scores; measure it across sites; add it to a model")
     rescorer_module.add_arguments(p)
     p.set_defaults(func=cmd_fit_rescorer)
+
+    from .training import page_type as page_type_module
+
+    p = sub.add_parser("fit-page-type", help="fit the linear page-type classifier (page text, "
+                       "URL, signals, pooled backbone) on a page-type set; add it to a model")
+    page_type_module.add_arguments(p)
+    p.set_defaults(func=cmd_fit_page_type)
 
     p = sub.add_parser("evaluate", help="score models and baselines on test pages")
     p.add_argument("--model", action="append", default=None,

@@ -98,6 +98,9 @@ class ArticleExtractor:
         # ``block_rescorer.BlockRescorer``: each block's score from its context, before the
         # decisions (``threshold`` then applies to the rescored probabilities)
         self.rescorer = rescorer
+        # ``page_type_classifier.PageTypeClassifier``: the page type from the page's words,
+        # URL, signals and the backbone's pooled view, in place of the genre head's
+        self.page_type = None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = DEFAULT_MODEL, device: str | None = None,
@@ -142,6 +145,7 @@ class ArticleExtractor:
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
         rescorer = load_rescorer(directory, rescore)
+        page_type = load_page_type(directory, model)
         if threshold is None:
             threshold = rescorer.cut if rescorer is not None else options.get("threshold", 0.5)
             adaptive = True if adaptive is None else adaptive
@@ -153,6 +157,7 @@ class ArticleExtractor:
                         output_format=output_format, threads=threads,
                         adaptive=False if adaptive is None else adaptive, rescorer=rescorer)
         extractor.version = version
+        extractor.page_type = page_type
         return extractor
 
     # -- extraction -----------------------------------------------------------------------------
@@ -245,8 +250,11 @@ class ArticleExtractor:
             # On a CPU, batches that stay in the caches run faster per node than big ones.
             budget = min(budget, CPU_BATCH_NODES)
         with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
-            return node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
-                                      budget, self.device, heads=True)
+            outputs = node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
+                                         budget, self.device, heads=True)
+        if self.page_type is not None:
+            page_type_probabilities(self.page_type, pages, outputs)
+        return outputs
 
     def article(self, page: PageStructure, scores: np.ndarray,
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
@@ -283,6 +291,39 @@ class ArticleExtractor:
         if "markdown" not in fields:  # built when first read
             article.defer_markdown(markdown_builder(page, keep))
         return article
+
+
+def load_page_type(directory: Path, model):
+    """The model directory's ``PageTypeClassifier`` (``page_type.npz``; ``None`` without one,
+    or for a model whose genre head does not pool content, which the classifier reads)."""
+    from .page_type_classifier import PAGE_TYPE_FILE, PageTypeClassifier
+
+    path = Path(directory) / PAGE_TYPE_FILE
+    if not path.is_file() or model.genre_head is None or model.genre_readout is None:
+        return None
+    try:
+        classifier = PageTypeClassifier.load(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{path}: {exc}") from None
+    if list(classifier.names) != list(model.genre_names):
+        raise ModelLoadError(f"{path}: page types {list(classifier.names)}, the model's "
+                             f"genre head has {list(model.genre_names)}")
+    return classifier
+
+
+def page_type_probabilities(classifier, pages: Sequence[PageStructure],
+                            outputs: list[dict]) -> None:
+    """Replace each page's ``genre`` in ``outputs`` by the page-type classifier's (which
+    reads the genre head's pooled inputs, the page's text, URL and signals)."""
+    rows = [i for i, out in enumerate(outputs) if out.get("genre_inputs") is not None]
+    if not rows:
+        return
+    pooled = np.stack([outputs[i]["genre_inputs"][:classifier.pooled_dim] for i in rows])
+    probs = classifier.probabilities(
+        [" ".join(pages[i].seg_text) for i in rows], [pages[i].url or "" for i in rows],
+        np.stack([pages[i].signals for i in rows]), pooled)
+    for i, p in zip(rows, probs):
+        outputs[i]["genre"] = p
 
 
 def load_rescorer(directory: Path, rescore: bool | None = None):
@@ -347,8 +388,8 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
 
     ``make_batch(page_indices)`` builds the model input of those pages; outputs come back
     in page order. ``heads=True`` gives per page a dict: ``content`` (those probabilities),
-    ``roles`` ([n, R] role probabilities) and ``genre`` ([G] genre probabilities), None for a
-    head the model lacks.
+    ``roles`` ([n, R] role probabilities), ``genre`` ([G] genre probabilities) and
+    ``genre_inputs`` ([D] what the genre head starts from), None for a head the model lacks.
     """
     import torch
 
@@ -367,12 +408,15 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
             ptr = batch.ptr.cpu().numpy()
             if heads:
                 roles, genre = model.head_probabilities(output)
+                inputs = output.genre_inputs.float().cpu().numpy() \
+                    if output.genre_inputs is not None else None
             for j, i in enumerate(ids):
                 out[i] = probs[ptr[j]:ptr[j + 1]]
                 if heads:
                     out[i] = {"content": out[i],
                               "roles": roles[ptr[j]:ptr[j + 1]] if roles is not None else None,
-                              "genre": genre[j] if genre is not None else None}
+                              "genre": genre[j] if genre is not None else None,
+                              "genre_inputs": inputs[j] if inputs is not None else None}
     return out  # type: ignore[return-value]
 
 

@@ -13,9 +13,11 @@ from scrapy_grownup.extractor import DEFAULT_MODEL, MODELS_DIR, shipped_models
 def test_models_are_shipped_small_and_safetensors_only(name, encoder):
     assert name in shipped_models() and DEFAULT_MODEL in shipped_models()
     files = sorted(p.name for p in (MODELS_DIR / name).iterdir())
-    # fast also ships its block rescorer (block_rescorer.py): numpy arrays, no pickle
+    # fast also ships its block rescorer (block_rescorer.py) and its page-type classifier
+    # (page_type_classifier.py): numpy arrays, no pickle
     expected = ["config.json", "model.safetensors"]
-    assert files == (["block_rescorer.npz"] + expected if name == "fast" else expected)
+    assert files == (["block_rescorer.npz"] + expected + ["page_type.npz"] if name == "fast"
+                     else expected)
     assert all((MODELS_DIR / name / f).stat().st_size < 30_000_000 for f in files)
     config = json.loads((MODELS_DIR / name / "config.json").read_text())
     assert config["config"]["encoder"] == encoder

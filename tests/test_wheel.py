@@ -91,6 +91,7 @@ def test_wheel_holds_every_runtime_asset_and_nothing_from_tests(installed):
         for file in ("config.json", "model.safetensors"):
             assert f"scrapy_grownup/assets/models/{model}/{file}" in names
     assert "scrapy_grownup/assets/models/fast/block_rescorer.npz" in names
+    assert "scrapy_grownup/assets/models/fast/page_type.npz" in names
     for file in ("config.json", "embeddings.safetensors", "tokenizer.json"):
         assert f"scrapy_grownup/assets/static-minilm/{file}" in names
     assert not [n for n in names if n.startswith(("tests/", "example_project/", "benchmarks/"))

@@ -40,6 +40,7 @@ class ModelOutput:
     genre_logits: Tensor | None = None   # [B, num_genres] (with margin when labels were given)
     role_logits: Tensor | None = None    # [N, num_roles]
     genre_features: Tensor | None = None  # [B, K] what the genre head sees (normalised pages)
+    genre_inputs: Tensor | None = None  # [B, D] genre_inputs: before the head's trainable part
 
 
 class GrownUpModel(nn.Module):
@@ -79,9 +80,9 @@ class GrownUpModel(nn.Module):
         node_logits = self.node_head(nodes)
         # the heads read where the content is, without moving the content decision
         content = torch.sigmoid(node_logits.detach().float())
-        genre = genre_features = None
+        genre = genre_features = genre_inputs = None
         if self.genre_head is not None:
-            genre_features = self.genre_inputs(batch, nodes, pages, content)
+            genre_features = genre_inputs = self.genre_inputs(batch, nodes, pages, content)
             if self.genre_readout is not None:
                 genre_features = self.genre_readout(genre_features)
             elif self.genre_norm is not None:
@@ -96,7 +97,7 @@ class GrownUpModel(nn.Module):
                 input_rows(batch, "x_struct"), self._parents(batch, nodes.shape[0]))
         elif self.role_head is not None:
             roles = self.role_head(self.role_inputs(batch, nodes, content))
-        return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features)
+        return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features, genre_inputs)
 
     def role_inputs(self, batch: Any, nodes: Tensor, content: Tensor) -> Tensor:
         """What the role head's trainable part reads per node: the node features, or the

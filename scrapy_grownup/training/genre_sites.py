@@ -12,7 +12,8 @@ Dragnet and CleanEval as extra training pages) and, for each fold:
 - runs every other arm on the very same split: the TF-IDF + logistic-regression text
   baseline, and the same with the URL's path tokens and/or the page signals of
   ``page_signals`` (URL shape, JSON-LD types, forms, prices, repeated siblings, class words),
-  and the head with the page signals.
+  the head with the page signals, and ``linear``: the page-type classifier ``fast`` ships
+  (``training.page_type.fit_page_type`` on the fold's training pages and backbone).
 
 It reports accuracy and macro-F1 overall, per fold and per page type, a confusion matrix per arm,
 and writes the JSON result (``--json``). Every page is featurized once (cached in the feature
@@ -36,6 +37,7 @@ from ..dom import parse_page
 from ..errors import GrownupError
 from ..limits import PageLimits
 from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
+from ..splits import site_groups
 from ..store import GraphStore
 from .command import add_run_arguments, report, standalone
 from .corpus import cache_root, corpus_encoder, store_key
@@ -56,6 +58,8 @@ ARMS = {
     "signals": ("signals",),
     "url+signals": ("url", "signals"),
     "pooled+text+url+signals": ("pooled", "text", "url", "signals"),  # a linear SVM on all
+    # what fast ships (page_type_classifier): that SVM with our vectoriser, C chosen over sites
+    "linear": ("pooled", "text", "url", "signals"),
 }
 DEFAULT_ARMS = tuple(ARMS)
 
@@ -258,6 +262,8 @@ def site_cv(args) -> dict:
     encoder = corpus_encoder(first.config.encoder)
     store, info = site_corpus(records, encoder, workers=args.workers)
     keys = info["keys"]
+    group_of = dict(zip((record_key(r) for r in records), site_groups(records)))
+    info["groups"] = [group_of[k] for k in keys]
     y = np.asarray(info["genres"], dtype=np.int64)
     signals = np.asarray(info["signals"], dtype=np.float32)
     blocks = {"text": info["texts"], "url": [_url_text(u) for u in info["urls"]],
@@ -341,6 +347,16 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
         return predict_genre(model, pooled[test]).argmax(1)
     if arm == "head+signals":
         return head_with_signals(model, pooled, signals, train, test, y, cfg)
+    if arm == "linear":
+        from .page_type import fit_page_type
+
+        classifier = fit_page_type(
+            [info["texts"][i] for i in train], [info["urls"][i] for i in train],
+            signals[train], blocks["pooled"][train], y[train], GENRES,
+            groups=[info["groups"][i] for i in train], seed=seed)
+        return classifier.decision([info["texts"][i] for i in test],
+                                   [info["urls"][i] for i in test], signals[test],
+                                   blocks["pooled"][test]).argmax(1)
     if arm == "text":  # exactly genre-cv's baseline
         return text_baseline([info["texts"][i] for i in train], y[train],
                              [info["texts"][i] for i in test], seed)

@@ -1,0 +1,119 @@
+"""The linear page-type classifier: its vectoriser against scikit-learn's, its fit, its file,
+and the extractor reading its page type from it."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from scrapy_grownup.dom import parse_page
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.extractor import MODELS_DIR
+from scrapy_grownup.page_type_classifier import (PAGE_TYPE_FILE, PageTypeClassifier,
+                                                 TfidfVocabulary, page_words, url_words)
+
+NAMES = ("article", "forum", "product")
+PAGES = {
+    "article": ("The council met on Tuesday to decide the future of the old bridge, the mayor "
+                "said in a statement.", "https://news.test/2026/05/bridge-closes"),
+    "forum": ("Reply quote posted by member joined posts thread reply likes solved topic",
+              "https://forum.test/t/bridge-noise/123"),
+    "product": ("Add to cart price in stock free shipping reviews size colour quantity",
+                "https://shop.test/products/bridge-lamp"),
+}
+
+
+def corpus(copies=6):
+    texts, urls, y = [], [], []
+    for k, name in enumerate(NAMES):
+        text, url = PAGES[name]
+        for c in range(copies):
+            texts.append(f"{text} item{c} page{c % 2}")
+            urls.append(f"{url}-{c}")
+            y.append(k)
+    return texts, urls, np.array(y)
+
+
+def test_the_vectoriser_gives_scikit_learns_tfidf():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts, _, _ = corpus()
+    ours = TfidfVocabulary.fit([page_words(t) for t in texts], min_df=2)
+    theirs = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2,
+                             vocabulary=ours.terms).fit(texts)
+    np.testing.assert_allclose(ours.transform([page_words(t) for t in texts]),
+                               theirs.transform(texts).toarray(), rtol=1e-5, atol=1e-6)
+    assert ours.transform([["never", "seen"]]).sum() == 0  # unknown terms: an empty row
+    assert url_words("https://Shop.test/Products/Lamp-7?x=1")  # path tokens, lower-cased
+    assert all(w == w.lower() for w in url_words("https://Shop.test/Products/Lamp-7"))
+
+
+def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
+    from scrapy_grownup.training.page_type import fit_page_type
+
+    texts, urls, y = corpus()
+    rng = np.random.default_rng(0)
+    signals = rng.random((len(y), 4)).astype(np.float32)
+    pooled = rng.random((len(y), 5)).astype(np.float32)
+    groups = [f"site{i % 6}" for i in range(len(y))]
+    classifier = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
+    assert classifier.pooled_dim == 5 and classifier.signal_dim == 4
+    new = ["Reply quote posted by member in this thread", "Add to cart price reviews"]
+    probs = classifier.probabilities(new, ["https://other.test/t/x/9", "https://x.test/p/1"],
+                                     signals[:2], pooled[:2])
+    assert probs.argmax(1).tolist() == [1, 2]
+    np.testing.assert_allclose(probs.sum(1), 1.0)
+    path = tmp_path / PAGE_TYPE_FILE
+    classifier.save(path)
+    loaded = PageTypeClassifier.load(path)
+    assert loaded.names == NAMES
+    np.testing.assert_allclose(loaded.decision(new, ["", ""], signals[:2], pooled[:2]),
+                               classifier.decision(new, ["", ""], signals[:2], pooled[:2]),
+                               rtol=1e-4, atol=1e-4)
+    # a type the training pages never show is never predicted
+    two = fit_page_type(texts[:12], urls[:12], signals[:12], pooled[:12], y[:12], NAMES)
+    assert set(two.decision(texts, urls, signals, pooled).argmax(1).tolist()) <= {0, 1}
+    with np.load(path) as f:
+        fields = dict(f)
+    fields["version"] = np.array("0/0")
+    np.savez(path, **fields)
+    with pytest.raises(ValueError, match="grownup fit-page-type"):
+        PageTypeClassifier.load(path)
+
+
+def forced(classifier_names, pooled_dim, signal_dim, winner):
+    """A classifier that answers ``winner`` whatever the page."""
+    text = TfidfVocabulary(["bridge"], np.ones(1))
+    url = TfidfVocabulary(["news"], np.ones(1))
+    width = 2 + signal_dim + pooled_dim
+    bias = np.array([5.0 if n == winner else 0.0 for n in classifier_names])
+    return PageTypeClassifier(classifier_names, text, url, np.zeros(signal_dim + pooled_dim),
+                              np.ones(signal_dim + pooled_dim), signal_dim,
+                              np.zeros((len(classifier_names), width)), bias)
+
+
+def test_the_extractor_takes_its_page_type_from_the_classifier(tmp_path):
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.page_signals import SIGNAL_DIM
+
+    html = ("<html><body><article><h1>Bridge</h1><p>The council met on Tuesday to decide "
+            "the future of the old bridge over the river.</p></article></body></html>")
+    plain = ArticleExtractor.from_pretrained("fast")
+    names = list(plain.model.genre_names)
+    inputs = plain.predict([parse_page(html, url="https://news.test/a")])[0]["genre_inputs"]
+    pooled_dim = len(inputs) - SIGNAL_DIM
+    model_dir = tmp_path / "fast"
+    shutil.copytree(MODELS_DIR / "fast", model_dir)
+    (model_dir / PAGE_TYPE_FILE).unlink(missing_ok=True)
+    winner = "documentation"
+    forced(names, pooled_dim, SIGNAL_DIM, winner).save(model_dir / PAGE_TYPE_FILE)
+    extractor = ArticleExtractor.from_pretrained(model_dir)
+    assert extractor.page_type is not None
+    article = extractor.extract(html, url="https://news.test/a")
+    assert article.page_type == winner and article.page_type_score > 0.5
+    # a classifier of other page types than the model's genre head: refused at load
+    forced(names[:3], pooled_dim, SIGNAL_DIM, names[0]).save(model_dir / PAGE_TYPE_FILE)
+    with pytest.raises(ModelLoadError, match="page types"):
+        ArticleExtractor.from_pretrained(model_dir)
