@@ -86,9 +86,12 @@ def test_the_reactor_is_never_blocked_for_100_ms(tmp_path):
     try:
         stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index")
         gap = stats["heartbeat/max_gap_ms"]
-        if gap >= 100:
-            # A blocking call blocks in every crawl; a reactor that waited for a core on a
-            # loaded machine seldom waits as long twice: the shorter of two crawls' gaps.
+        for _ in range(2):
+            if gap < 100:
+                break
+            # A blocking call blocks in every crawl; a reactor that waited for a core (three
+            # processes share two in CI: reactor, worker, model) seldom waits as long three
+            # times running: the shortest of up to three crawls' gaps.
             again, _ = run_crawl(tmp_path, f"{base}/index.html", spider="index")
             gap = min(gap, again["heartbeat/max_gap_ms"])
         if gap >= 100:  # is it us, or a machine too busy for any crawl to keep 100 ms?

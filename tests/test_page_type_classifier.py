@@ -51,7 +51,7 @@ def test_the_vectoriser_gives_scikit_learns_tfidf():
 
 
 def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
-    from scrapy_grownup.training.page_type import fit_page_type
+    from scrapy_grownup.training.page_type_fit import fit_page_type
 
     texts, urls, y = corpus()
     rng = np.random.default_rng(0)

@@ -13,7 +13,7 @@ Dragnet and CleanEval as extra training pages) and, for each fold:
   baseline, and the same with the URL's path tokens and/or the page signals of
   ``page_signals`` (URL shape, JSON-LD types, forms, prices, repeated siblings, class words),
   the head with the page signals, and ``linear``: the page-type classifier ``fast`` ships
-  (``training.page_type.fit_page_type`` on the fold's training pages and backbone).
+  (``training.page_type_fit.fit_page_type`` on the fold's training pages and backbone).
 
 It reports accuracy and macro-F1 overall, per fold and per page type, a confusion matrix per arm,
 and writes the JSON result (``--json``). Every page is featurized once (cached in the feature
@@ -348,7 +348,7 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
     if arm == "head+signals":
         return head_with_signals(model, pooled, signals, train, test, y, cfg)
     if arm == "linear":
-        from .page_type import fit_page_type
+        from .page_type_fit import fit_page_type
 
         classifier = fit_page_type(
             [info["texts"][i] for i in train], [info["urls"][i] for i in train],
