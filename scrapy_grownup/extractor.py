@@ -319,8 +319,10 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
     if not rows:
         return
     pooled = np.stack([outputs[i]["genre_inputs"][:classifier.pooled_dim] for i in rows])
+    from .page_type_classifier import page_text
+
     probs = classifier.probabilities(
-        [" ".join(pages[i].seg_text) for i in rows], [pages[i].url or "" for i in rows],
+        [page_text(pages[i]) for i in rows], [pages[i].url or "" for i in rows],
         np.stack([pages[i].signals for i in rows]), pooled)
     for i, p in zip(rows, probs):
         outputs[i]["genre"] = p

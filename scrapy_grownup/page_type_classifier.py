@@ -22,13 +22,19 @@ import numpy as np
 
 from .page_signals import SIGNAL_VERSION, url_tokens
 
-__all__ = ["PAGE_TYPE_FILE", "PageTypeClassifier", "TfidfVocabulary", "page_words",
-           "url_words"]
+__all__ = ["PAGE_TYPE_FILE", "PageTypeClassifier", "TfidfVocabulary", "page_text",
+           "page_words", "url_words"]
 
 PAGE_TYPE_FILE = "page_type.npz"
 PAGE_TYPE_VERSION = "1"  # the vectoriser: PAGE_CHARS, terms, idf
 _WORD = re.compile(r"\b\w\w+\b")
 PAGE_CHARS = 6_000
+
+
+def page_text(page) -> str:
+    """The text a page's type is read from: its segments' text, as the training corpus
+    (``genre_sites.site_corpus``) keeps it."""
+    return " ".join(page.seg_text)
 
 
 def page_words(text: str) -> list[str]:
@@ -113,26 +119,27 @@ class PageTypeClassifier:
         return np.r_[np.full(signal_dim, 1 / math.sqrt(max(signal_dim, 1))),
                      np.full(pooled_dim, 1 / math.sqrt(max(pooled_dim, 1)))]
 
+    def _dense(self, signals: np.ndarray, pooled: np.ndarray, pages: int) -> np.ndarray:
+        """The standardised, scaled ``[signals, pooled]`` block of ``pages`` rows."""
+        dense = np.hstack([np.asarray(signals, np.float64).reshape(pages, -1),
+                           np.asarray(pooled, np.float64).reshape(pages, -1)])
+        return (dense - self.mean) / self.std * self.dense_scale(self.signal_dim,
+                                                                 self.pooled_dim)
+
     def features(self, texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
                  pooled: np.ndarray) -> np.ndarray:
         """The model's input rows of pages (their text, URL, page signals and pooled genre
         inputs without the signals)."""
-        dense = np.hstack([np.asarray(signals, np.float64).reshape(len(texts), -1),
-                           np.asarray(pooled, np.float64).reshape(len(texts), -1)])
-        dense = (dense - self.mean) / self.std * self.dense_scale(self.signal_dim,
-                                                                  self.pooled_dim)
         return np.hstack([self.text.transform([page_words(t) for t in texts]),
-                          self.url.transform([url_words(u) for u in urls]), dense])
+                          self.url.transform([url_words(u) for u in urls]),
+                          self._dense(signals, pooled, len(texts))])
 
     def decision(self, texts, urls, signals, pooled) -> np.ndarray:
         """``[pages, types]`` linear scores (the SVM's margins), from the pages' non-zero
         terms only (what ``features`` @ weights gives, without its dense rows)."""
         n_text, n_url = len(self.text), len(self.url)
-        dense = np.hstack([np.asarray(signals, np.float64).reshape(len(texts), -1),
-                           np.asarray(pooled, np.float64).reshape(len(texts), -1)])
-        dense = (dense - self.mean) / self.std * self.dense_scale(self.signal_dim,
-                                                                  self.pooled_dim)
-        scores = dense @ self.weights[:, n_text + n_url:].T + self.bias
+        scores = (self._dense(signals, pooled, len(texts)) @ self.weights[:, n_text + n_url:].T
+                  + self.bias)
         for row, (text, url) in enumerate(zip(texts, urls)):
             cols, values = self.text.vector(page_words(text))
             scores[row] += self.weights[:, cols] @ values

@@ -37,6 +37,7 @@ from ..dom import parse_page
 from ..errors import GrownupError
 from ..limits import PageLimits
 from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
+from ..page_type_classifier import page_text
 from ..splits import site_groups
 from ..store import GraphStore
 from .command import add_run_arguments, report, standalone
@@ -126,7 +127,7 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
         pages.append(page)
         info["keys"].append(record_key(record))
         info["genres"].append(genre_index(record.extra.get("page_type")))
-        info["texts"].append(" ".join(page.seg_text))
+        info["texts"].append(page_text(page))
         info["urls"].append(record.url or "")
         info["signals"].append([round(float(v), 5) for v in signals])
     store = GraphStore.build(pages, encoder, ids=info["keys"],
@@ -138,6 +139,12 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
         tmp.write_text(json.dumps(info), encoding="utf-8")
         tmp.replace(info_path)
     return store, info
+
+
+def corpus_groups(records, keys) -> list[str]:
+    """The site group (``splits.site_groups`` over ``records``) of each corpus page ``keys``."""
+    group_of = dict(zip((record_key(r) for r in records), site_groups(records)))
+    return [group_of[k] for k in keys]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -262,8 +269,7 @@ def site_cv(args) -> dict:
     encoder = corpus_encoder(first.config.encoder)
     store, info = site_corpus(records, encoder, workers=args.workers)
     keys = info["keys"]
-    group_of = dict(zip((record_key(r) for r in records), site_groups(records)))
-    info["groups"] = [group_of[k] for k in keys]
+    info["groups"] = corpus_groups(records, keys)
     y = np.asarray(info["genres"], dtype=np.int64)
     signals = np.asarray(info["signals"], dtype=np.float32)
     blocks = {"text": info["texts"], "url": [_url_text(u) for u in info["urls"]],

@@ -47,11 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def fit_command(args) -> dict:
     from ..extractor import resolve_model_dir
     from ..model import GrownUpModel
-    from ..splits import site_groups
     from .corpus import corpus_encoder
-    from .crosssite import load_records, record_key
+    from .crosssite import load_records
     from .genre import GENRES
-    from .genre_sites import site_corpus
+    from .genre_sites import corpus_groups, site_corpus
 
     source, out = resolve_model_dir(args.model), Path(args.out)
     model = GrownUpModel.from_pretrained(source)
@@ -62,11 +61,10 @@ def fit_command(args) -> dict:
     records = load_records([args.dataset], limit=args.limit)
     store, info = site_corpus(records, corpus_encoder(model.config.encoder),
                               workers=args.workers)
-    group_of = dict(zip((record_key(r) for r in records), site_groups(records)))
     classifier = fit_page_type(
         info["texts"], info["urls"], np.asarray(info["signals"], np.float32),
         pooled_inputs(source, store), np.asarray(info["genres"]), names,
-        groups=[group_of[k] for k in info["keys"]], seed=args.seed)
+        groups=corpus_groups(records, info["keys"]), seed=args.seed)
     if out.resolve() != source.resolve():
         shutil.copytree(source, out, dirs_exist_ok=True)
     classifier.save(out / PAGE_TYPE_FILE)
