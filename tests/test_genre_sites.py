@@ -208,3 +208,40 @@ def test_fit_heads_extra_genre_pages_never_share_a_site_with_the_hold_out():
     assert not {r.url for r in extra} & {r.url for r in pagetype if r.id in held}
     wcxb_off_held = [r for r in datasets.load("wcxb_dev") if site_of(r) not in held_sites]
     assert len(extra) == len(wcxb_off_held)
+
+
+@pytest.mark.parametrize("arm", ["text+url", "text"])
+def test_genre_sites_inner_model_selection_never_splits_a_site(arm, monkeypatch):
+    """The C of every SVM / logistic arm is chosen by an inner CV whose folds keep each site
+    on one side: a site's other pages would reward a C that memorises its template."""
+    from sklearn import model_selection
+
+    from scrapy_grownup.training import genre_sites
+
+    seen = []
+    split = model_selection.GroupKFold.split
+
+    def spy(self, X, y=None, groups=None):
+        for train, test in split(self, X, y, groups):
+            seen.append(({groups[i] for i in train}, {groups[i] for i in test}))
+            yield train, test
+
+    monkeypatch.setattr(model_selection.GroupKFold, "split", spy)
+    rng = np.random.default_rng(0)
+    words = [["price", "cart", "buy"], ["posted", "reply", "thread"], ["story", "said", "news"]]
+    texts, y, groups = [], [], []
+    for site in range(12):
+        for page in range(4):
+            label = (site + page) % 3
+            texts.append(" ".join(rng.choice(words[label], 20)) + f" site{site}template")
+            y.append(label)
+            groups.append(f"site{site}.example")
+    y = np.asarray(y)
+    blocks = {"text": texts, "url": [f"/s{g}/p" for g in groups]}
+    info = {"texts": texts, "groups": groups}
+    train, test = np.arange(36), np.arange(36, 48)
+    pred = genre_sites._predict(arm, blocks, info, None, None, None, train, test, y, 0)
+    assert len(pred) == 12 and (pred == y[test]).mean() > 0.8
+    assert len(seen) == 3
+    for train_sites, test_sites in seen:
+        assert not train_sites & test_sites

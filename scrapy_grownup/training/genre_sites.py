@@ -45,6 +45,7 @@ from .corpus import cache_root, corpus_encoder, store_key
 from .crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
 from .genre import GENRES, genre_index, text_baseline
 from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from .page_type_fit import C_GRID
 
 # Arms: how each classifies a page. "head": the genre head on the fold backbone's pooled
 # features; the others are logistic regressions on the named blocks.
@@ -156,15 +157,16 @@ def _url_text(url: str) -> str:
 
 
 def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.ndarray,
-                     names, seed: int = 0) -> np.ndarray:
+                     names, seed: int = 0, groups=None) -> np.ndarray:
     """A linear SVM on the named feature blocks (TF-IDF of the visible text, word 1-2-grams
     as the text baseline's, and of the URL's path tokens; standardised dense page signals /
-    pooled head inputs), C chosen by inner 3-fold CV on the training pages; predicted classes
-    of ``test``. (The baseline's logistic regression takes minutes per fit on these pages;
+    pooled head inputs), C chosen by an inner 3-fold CV over the training pages' sites
+    (``groups``, one per page; by pages only where there are none); predicted classes of
+    ``test``. (The baseline's logistic regression takes minutes per fit on these pages;
     the ``text-svm`` arm shows what the classifier alone changes.)"""
     from scipy import sparse
     from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.model_selection import GridSearchCV, GroupKFold, StratifiedKFold
     from sklearn.svm import LinearSVC
 
     if len(np.unique(y[train])) < 2:  # a tiny slice: nothing to tell apart
@@ -192,14 +194,18 @@ def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.nd
         return np.full(len(test), np.bincount(y[train]).argmax())
     x_train, x_test = sparse.hstack(parts_train).tocsr(), sparse.hstack(parts_test).tocsr()
     smallest = int(np.bincount(y[train])[np.unique(y[train])].min())
+    train_groups = None if groups is None else [groups[i] for i in train]
+    svm = LinearSVC(random_state=seed, max_iter=5000)  # seeded: a re-run gives the same C
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if train_groups is not None and len(set(train_groups)) >= 3:
+            search = GridSearchCV(svm, {"C": list(C_GRID)}, cv=GroupKFold(3))
+            return search.fit(x_train, y[train], groups=train_groups).predict(x_test)
         if smallest >= 3:
-            search = GridSearchCV(LinearSVC(), {"C": [0.1, 1.0, 10.0]},
+            search = GridSearchCV(svm, {"C": list(C_GRID)},
                                   cv=StratifiedKFold(3, shuffle=True, random_state=seed))
-            search.fit(x_train, y[train])
-            return search.predict(x_test)
-        return LinearSVC(C=1.0).fit(x_train, y[train]).predict(x_test)
+            return search.fit(x_train, y[train]).predict(x_test)
+        return svm.set_params(C=1.0).fit(x_train, y[train]).predict(x_test)
 
 
 def genre_model(content_model, signals: bool = False):
@@ -363,10 +369,11 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
         return classifier.decision([info["texts"][i] for i in test],
                                    [info["urls"][i] for i in test], signals[test],
                                    blocks["pooled"][test]).argmax(1)
-    if arm == "text":  # exactly genre-cv's baseline
+    if arm == "text":  # genre-cv's baseline, its C chosen over sites
         return text_baseline([info["texts"][i] for i in train], y[train],
-                             [info["texts"][i] for i in test], seed)
-    return block_classifier(blocks, train, test, y, ARMS[arm], seed)
+                             [info["texts"][i] for i in test], seed,
+                             groups=[info["groups"][i] for i in train])
+    return block_classifier(blocks, train, test, y, ARMS[arm], seed, groups=info["groups"])
 
 
 def _load_state(state_dir: Path | None, arm: str, digest: str, fold: str):
