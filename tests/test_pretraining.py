@@ -265,3 +265,36 @@ def test_cli_has_pretrain():
     with pytest.raises(ValueError, match="unknown loss weights"):
         check_weights({"nope": 1.0})
     assert Unit(1, -1, 0).pages == (1,) and Unit(1, 2, 5).pages == (1, 2)
+
+
+def test_cross_site_protocols_refuse_a_backbone_pretrained_on_a_test_site(tmp_path, corpus_dir,
+                                                                          caplog):
+    """`grownup evaluate --protocol site-cv / leave-out --init`: a backbone that read pages of a
+    test site (labels or not) cannot stand behind a figure on sites the model never saw."""
+    import shutil
+    from types import SimpleNamespace
+
+    from scrapy_grownup.errors import GrownupError
+    from scrapy_grownup.training.crosssite import (FoldPlan, check_init_disjoint,
+                                                   pretraining_sites)
+
+    pre = tmp_path / "pre"
+    pretrain(config(pre, corpus_dir, epochs=1))
+    assert pretraining_sites(pre / "best") == {site_hash(s) for s in SITES}
+
+    def plan(*urls):
+        return FoldPlan("fold0", [SimpleNamespace(url=u) for u in urls], set())
+
+    with pytest.raises(GrownupError, match=r"1 of fold0's test sites \(e.g. b.example\)"):
+        check_init_disjoint(plan("https://c.example/x", "http://www.b.example/y"), pre / "best")
+    check_init_disjoint(plan("https://c.example/x", "https://a.example.org/"), pre / "best")
+    check_init_disjoint(FoldPlan("all", [], set()), pre / "best")  # the final model: no test
+    # a model whose corpus is gone is used, with a warning that says so
+    moved = tmp_path / "moved"
+    shutil.copytree(pre / "best", moved)
+    doc = json.loads((moved / "config.json").read_text())
+    doc["metadata"]["pretrain"]["data"] = str(tmp_path / "gone")
+    (moved / "config.json").write_text(json.dumps(doc))
+    with caplog.at_level("WARNING"):
+        check_init_disjoint(plan("http://b.example/y"), moved)
+    assert "cannot be checked" in caplog.text

@@ -367,6 +367,49 @@ def leave_out_plan(eval_records, extra_records, held: Sequence[str]) -> FoldPlan
     return FoldPlan("without-" + "+".join(held), test, train, {"held": list(held)})
 
 
+def pretraining_sites(init_dir: str | Path) -> set[int] | None:
+    """The site hashes (``warc.pairs.site_hash`` of each page's host) of the corpus the model
+    in ``init_dir`` was pre-trained on; None where the model names no corpus or it is gone."""
+    from safetensors import safe_open
+
+    from ..model import GrownUpModel
+    from ..warc.corpus import load_corpus
+
+    doc = GrownUpModel.read_config(init_dir)[1]
+    data = ((doc.get("metadata") or {}).get("pretrain") or {}).get("data")
+    if not data or not (Path(data) / "index.json").is_file():
+        return None
+    sites: set[int] = set()
+    for shard in load_corpus(data).shards:
+        with safe_open(str(shard.path), framework="numpy") as handle:
+            if "page_site" in set(handle.keys()):
+                sites.update(int(v) for v in handle.get_tensor("page_site").tolist())
+    sites.discard(0)
+    return sites
+
+
+def check_init_disjoint(plan: FoldPlan, init_dir: str | Path) -> None:
+    """Refuse a pre-trained backbone whose corpus holds pages of the plan's test sites (by
+    host): pre-training reads no labels, but a figure "on sites the model never saw" must not
+    come from a backbone that read their pages. A model whose corpus cannot be found is used
+    with a warning."""
+    from ..warc.pairs import site_hash, site_key
+
+    if not plan.test:
+        return
+    corpus_sites = pretraining_sites(init_dir)
+    if corpus_sites is None:
+        logger.warning("%s: %s names no pre-training corpus that can be read; its sites cannot "
+                       "be checked against the test side", plan.name, init_dir)
+        return
+    test_sites = {site_key(r.url) for r in plan.test if r.url}
+    seen = sorted(s for s in test_sites if s and site_hash(s) in corpus_sites)
+    if seen:
+        raise GrownupError(f"{init_dir} was pre-trained on pages of {len(seen)} of {plan.name}'s "
+                           f"test sites (e.g. {', '.join(seen[:3])}); pre-train on a corpus "
+                           "without them")
+
+
 def check_disjoint(plan: FoldPlan, everything) -> None:
     """Raise if a site of the test side is also on the training side (a leak)."""
     from ..splits import site_of
@@ -461,6 +504,11 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
                                 encoder_version=encoder.version,
                                 input_blocks=feature_blocks(encoder.dim, layout), **cfg.overrides)
     model = GrownUpModel(config)
+    if cfg.init:  # a pre-trained backbone (grownup pretrain); its heads start from the seed
+        from ..pretraining.init import load_pretrained
+
+        check_init_disjoint(plan, cfg.init)
+        load_pretrained(model, cfg.init)
     history = fit_epochs(model, store, indices, AuxLabels.empty(store), cfg,
                          log=lambda rec: logger.info("%s %s", plan.name, rec))
     model.cpu()
@@ -558,6 +606,10 @@ def add_arguments(p) -> None:
     p.add_argument("--final", action="store_true",
                    help="site-cv / leave-out: also train one model on every page with the same "
                         "recipe (OUT/PROTOCOL/all/model; what ships, after fit-heads and export)")
+    p.add_argument("--init", default=None, metavar="DIR",
+                   help="site-cv / leave-out: start every model's backbone from this pre-trained "
+                        "model (grownup pretrain's OUT/best); refused where its corpus holds "
+                        "pages of a test site")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 
 
@@ -594,6 +646,8 @@ def run(args) -> int:
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
                "threads": args.threads, "device": args.device or "cpu",
                "pos_weight": args.pos_weight, "layout": not args.no_layout}
+        if args.init:
+            cfg["init"] = str(args.init)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
                                threshold=args.threshold)
         scores = run_plans(plans, everything, trainer, out / args.protocol)
