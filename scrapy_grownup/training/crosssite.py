@@ -606,6 +606,9 @@ def add_arguments(p) -> None:
     p.add_argument("--final", action="store_true",
                    help="site-cv / leave-out: also train one model on every page with the same "
                         "recipe (OUT/PROTOCOL/all/model; what ships, after fit-heads and export)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="site-cv / leave-out: training seed (weights, batch order; default: 0); "
+                        "two models of the same pages differ by up to a point on held-out sets")
     p.add_argument("--init", default=None, metavar="DIR",
                    help="site-cv / leave-out: start every model's backbone from this pre-trained "
                         "model (grownup pretrain's OUT/best); refused where its corpus holds "
@@ -645,7 +648,7 @@ def run(args) -> int:
         cfg = {"preset": args.preset, "epochs": args.epochs, "lr": args.lr,
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
                "threads": args.threads, "device": args.device or "cpu",
-               "pos_weight": args.pos_weight, "layout": not args.no_layout}
+               "pos_weight": args.pos_weight, "layout": not args.no_layout, "seed": args.seed}
         if args.init:
             cfg["init"] = str(args.init)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
