@@ -27,7 +27,6 @@ import hashlib
 import json
 import sys
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -45,7 +44,7 @@ from .corpus import cache_root, corpus_encoder, store_key
 from .crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
 from .genre import GENRES, genre_index, text_baseline
 from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
-from .page_type_fit import C_GRID
+from .page_type_fit import fit_linear_svm
 
 # Arms: how each classifies a page. "head": the genre head on the fold backbone's pooled
 # features; the others are logistic regressions on the named blocks.
@@ -166,9 +165,6 @@ def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.nd
     the ``text-svm`` arm shows what the classifier alone changes.)"""
     from scipy import sparse
     from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.model_selection import GridSearchCV, GroupKFold, StratifiedKFold
-    from sklearn.svm import LinearSVC
-
     if len(np.unique(y[train])) < 2:  # a tiny slice: nothing to tell apart
         return np.full(len(test), y[train][0] if len(train) else 0)
     parts_train, parts_test = [], []
@@ -193,19 +189,8 @@ def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.nd
     if not parts_train:
         return np.full(len(test), np.bincount(y[train]).argmax())
     x_train, x_test = sparse.hstack(parts_train).tocsr(), sparse.hstack(parts_test).tocsr()
-    smallest = int(np.bincount(y[train])[np.unique(y[train])].min())
     train_groups = None if groups is None else [groups[i] for i in train]
-    svm = LinearSVC(random_state=seed, max_iter=5000)  # seeded: a re-run gives the same C
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if train_groups is not None and len(set(train_groups)) >= 3:
-            search = GridSearchCV(svm, {"C": list(C_GRID)}, cv=GroupKFold(3))
-            return search.fit(x_train, y[train], groups=train_groups).predict(x_test)
-        if smallest >= 3:
-            search = GridSearchCV(svm, {"C": list(C_GRID)},
-                                  cv=StratifiedKFold(3, shuffle=True, random_state=seed))
-            return search.fit(x_train, y[train]).predict(x_test)
-        return svm.set_params(C=1.0).fit(x_train, y[train]).predict(x_test)
+    return fit_linear_svm(x_train, y[train], train_groups, seed).predict(x_test)
 
 
 def genre_model(content_model, signals: bool = False):

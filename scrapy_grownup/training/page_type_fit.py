@@ -15,16 +15,35 @@ TEXT_TERMS = 20_000  # 200,000 measured no better across sites, at ten times the
 C_GRID = (0.1, 1.0, 10.0)
 
 
+def fit_linear_svm(X, y: np.ndarray, groups: Sequence[str] | None = None, seed: int = 0):
+    """A linear SVM fitted on ``X``, its C chosen from ``C_GRID`` by a 3-fold cross-validation
+    over ``groups`` (sites: a page's neighbours from its own site would flatter a C that
+    memorises templates), over stratified pages where there are no groups, C=1 where a class
+    has under three pages; ``y`` holds at least two classes."""
+    from sklearn.model_selection import GridSearchCV, GroupKFold, StratifiedKFold
+    from sklearn.svm import LinearSVC
+
+    # liblinear visits the pages in a random order: seeded, a refit gives the same weights
+    svm = LinearSVC(random_state=seed, max_iter=5000)
+    smallest = int(np.bincount(y)[np.unique(y)].min())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # liblinear's convergence notes on tiny sets
+        if groups is not None and len(set(groups)) >= 3:
+            search = GridSearchCV(svm, {"C": list(C_GRID)}, cv=GroupKFold(3))
+            return search.fit(X, y, groups=list(groups)).best_estimator_
+        if smallest >= 3:
+            search = GridSearchCV(svm, {"C": list(C_GRID)},
+                                  cv=StratifiedKFold(3, shuffle=True, random_state=seed))
+            return search.fit(X, y).best_estimator_
+        return svm.set_params(C=1.0).fit(X, y)
+
+
 def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
                   pooled: np.ndarray, y: np.ndarray, names: Sequence[str],
                   groups: Sequence[str] | None = None, seed: int = 0,
                   text_terms: int = TEXT_TERMS) -> PageTypeClassifier:
-    """A linear SVM on the pages' ``[text, URL, signals, pooled]`` rows; its C is chosen by a
-    3-fold cross-validation over ``groups`` (sites: a page's neighbours from its own site would
-    flatter a C that memorises templates), or over pages when none are given."""
-    from sklearn.model_selection import GridSearchCV, GroupKFold, StratifiedKFold
-    from sklearn.svm import LinearSVC
-
+    """A linear SVM on the pages' ``[text, URL, signals, pooled]`` rows (``fit_linear_svm``:
+    C chosen over ``groups``, the pages' sites)."""
     y = np.asarray(y, dtype=np.int64)
     text = TfidfVocabulary.fit([page_words(t) for t in texts], min_df=2, max_terms=text_terms)
     url = TfidfVocabulary.fit([url_words(u) for u in urls], min_df=2)
@@ -35,26 +54,11 @@ def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray
                                np.zeros((len(names), 1)), np.zeros(len(names)))
     X = blank.features(texts, urls, signals, pooled)
     present = np.unique(y)
-    # liblinear visits the pages in a random order: seeded, a refit gives the same weights
-    svm_args = {"random_state": seed, "max_iter": 5000}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # liblinear's convergence notes on tiny sets
-        if len(present) < 2:
-            weights = np.zeros((len(names), X.shape[1]))
-            bias = np.where(np.arange(len(names)) == present[0], 1.0, 0.0)
-            return PageTypeClassifier(names, text, url, mean, std, signal_dim, weights, bias)
-        smallest = int(np.bincount(y)[present].min())
-        if groups is not None and len(set(groups)) >= 3:
-            search = GridSearchCV(LinearSVC(**svm_args), {"C": list(C_GRID)},
-                                  cv=GroupKFold(3))
-            search.fit(X, y, groups=list(groups))
-            svm = search.best_estimator_
-        elif smallest >= 3:
-            search = GridSearchCV(LinearSVC(**svm_args), {"C": list(C_GRID)},
-                                  cv=StratifiedKFold(3, shuffle=True, random_state=seed))
-            svm = search.fit(X, y).best_estimator_
-        else:
-            svm = LinearSVC(C=1.0, **svm_args).fit(X, y)
+    if len(present) < 2:
+        weights = np.zeros((len(names), X.shape[1]))
+        bias = np.where(np.arange(len(names)) == present[0], 1.0, 0.0)
+        return PageTypeClassifier(names, text, url, mean, std, signal_dim, weights, bias)
+    svm = fit_linear_svm(X, y, groups, seed)
     weights = np.zeros((len(names), X.shape[1]))
     bias = np.full(len(names), -1e3)  # a type never seen in training is never predicted
     coef, intercept = svm.coef_, svm.intercept_
