@@ -13,7 +13,7 @@ and returns the probability that the block is content.
 It is a gradient-boosted tree ensemble (trained by ``grownup fit-rescorer`` with scikit-learn
 on the cross-validation folds' out-of-fold scores, so it learns how the model errs on sites it
 has not seen) evaluated here in numpy: serving needs no scikit-learn. The trees of all
-iterations step down together, one ``numpy`` gather per depth level.
+iterations step down together (``boosted_trees``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
 from .refine import ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, page_threshold
+from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
 
 __all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
@@ -166,31 +167,23 @@ def spread_to_nodes(page: PageStructure, probs: np.ndarray, roots: np.ndarray,
 
 
 class BlockRescorer:
-    """Gradient-boosted trees over ``block_features``, flattened into node arrays.
+    """Gradient-boosted trees (``boosted_trees.BoostedTrees``, one output) over
+    ``block_features``: the probability is ``sigmoid(bias + sum of the leaves reached)``.
 
-    ``feature``/``threshold``/``left``/``right``/``value`` hold every tree's nodes one after
-    another (a leaf points to itself on both sides), ``roots`` each tree's first node;
-    the probability is ``sigmoid(bias + sum of the leaves reached)``. ``cut``: the
-    probability a block needs to be kept (the content head's ``threshold`` is replaced by it),
-    ``feature_threshold``: the content head's cut-off the page features are taken at;
-    blocks scored under ``floor`` keep their score (they are not trained on either).
+    ``cut``: the probability a block needs to be kept (the content head's ``threshold`` is
+    replaced by it), ``feature_threshold``: the content head's cut-off the page features are
+    taken at; blocks scored under ``floor`` keep their score (they are not trained on either).
     ``container`` and ``band``: the page-level decisions that suit the rescored probabilities
     (``refine.content_mask``'s: whether blocks outside the main container are dropped, and how
     far a page's own cut-off may move from ``cut``), measured by ``grownup fit-rescorer``.
     """
 
-    def __init__(self, feature, threshold, left, right, value, roots, bias: float, depth: int,
-                 cut: float = 0.5, feature_threshold: float = 0.4, floor: float = FLOOR,
-                 feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES, container: bool = True,
-                 band: float = ADAPTIVE_BAND):
-        self.feature = np.asarray(feature, dtype=np.int64)
-        self.threshold = np.asarray(threshold, dtype=np.float64)
-        self.left = np.asarray(left, dtype=np.int64)
-        self.right = np.asarray(right, dtype=np.int64)
-        self.value = np.asarray(value, dtype=np.float64)
-        self.roots = np.asarray(roots, dtype=np.int64)
-        self.bias = float(bias)
-        self.depth = int(depth)
+    def __init__(self, trees: BoostedTrees, cut: float = 0.5, feature_threshold: float = 0.4,
+                 floor: float = FLOOR, feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES,
+                 container: bool = True, band: float = ADAPTIVE_BAND):
+        if trees.num_outputs != 1:
+            raise ValueError("a block rescorer's trees have one output (a binary model)")
+        self.trees = trees
         self.cut = float(cut)
         self.feature_threshold = float(feature_threshold)
         self.floor = float(floor)
@@ -209,34 +202,16 @@ class BlockRescorer:
                      band: float = ADAPTIVE_BAND) -> "BlockRescorer":
         """From a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no
         missing values)."""
-        feature, threshold, left, right, value, roots = [], [], [], [], [], []
-        offset, depth = 0, 0
-        for (tree,) in model._predictors:  # noqa: SLF001 - the fitted trees, one per iteration
-            nodes = tree.nodes
-            k = len(nodes)
-            leaf = nodes["is_leaf"].astype(bool)
-            own = np.arange(offset, offset + k)
-            roots.append(offset)
-            feature.append(np.where(leaf, 0, nodes["feature_idx"]))
-            threshold.append(np.where(leaf, np.inf, nodes["num_threshold"]))
-            left.append(np.where(leaf, own, nodes["left"] + offset))
-            right.append(np.where(leaf, own, nodes["right"] + offset))
-            value.append(np.where(leaf, nodes["value"], 0.0))
-            depth = max(depth, int(nodes["depth"].max()))
-            offset += k
-        return cls(np.concatenate(feature), np.concatenate(threshold), np.concatenate(left),
-                   np.concatenate(right), np.concatenate(value), np.array(roots),
-                   float(np.ravel(model._baseline_prediction)[0]), depth, cut, feature_threshold,
-                   floor, container=container, band=band)
+        return cls(BoostedTrees.from_sklearn(model), cut, feature_threshold, floor,
+                   container=container, band=band)
 
     def save(self, path: str | Path) -> None:
+        arrays = self.trees.arrays()
+        del arrays["output"]  # one output: the file format of rescorers before BoostedTrees
         np.savez_compressed(
-            path, feature=self.feature.astype(np.int16), threshold=self.threshold,
-            left=self.left.astype(np.int32), right=self.right.astype(np.int32),
-            value=self.value.astype(np.float32), roots=self.roots.astype(np.int32),
-            bias=self.bias, depth=self.depth, cut=self.cut,
-            feature_threshold=self.feature_threshold, floor=self.floor,
-            container=self.container, band=self.band, version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
+            path, **arrays, cut=self.cut, feature_threshold=self.feature_threshold,
+            floor=self.floor, container=self.container, band=self.band,
+            version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
             feature_names=np.array(self.feature_names))
 
     @classmethod
@@ -253,29 +228,18 @@ class BlockRescorer:
             # files written before the decisions were stored used the content model's
             decisions = {"container": bool(f["container"]) if "container" in f.files else True,
                          "band": float(f["band"]) if "band" in f.files else ADAPTIVE_BAND}
-            return cls(f["feature"], f["threshold"], f["left"], f["right"], f["value"],
-                       f["roots"], float(f["bias"]), int(f["depth"]), float(f["cut"]),
+            return cls(BoostedTrees.from_arrays(f), float(f["cut"]),
                        float(f["feature_threshold"]), float(f["floor"]), names, **decisions)
 
     @property
     def num_trees(self) -> int:
-        return len(self.roots)
+        return self.trees.num_trees
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Content probability of each row of ``X`` ([blocks, features])."""
-        X = np.asarray(X, dtype=np.float64)
         if not len(X):
             return np.zeros(0)
-        blocks, width = X.shape
-        flat = X.ravel()
-        row = (np.arange(blocks) * width)[:, None]  # flat indexing: 2x a 2-D gather
-        node = np.tile(self.roots, (blocks, 1))
-        feature, threshold, left, right = self.feature, self.threshold, self.left, self.right
-        for _ in range(self.depth):
-            go_left = flat[row + feature[node]] <= threshold[node]
-            node = np.where(go_left, left[node], right[node])
-        raw = self.bias + self.value[node].sum(axis=1)
-        return 1.0 / (1.0 + np.exp(-raw))
+        return 1.0 / (1.0 + np.exp(-self.trees.raw(X)[:, 0]))
 
     def rescore(self, page: PageStructure, probs: np.ndarray,
                 layout: np.ndarray | None = None) -> np.ndarray:

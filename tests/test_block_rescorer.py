@@ -144,7 +144,7 @@ def fitted_trees(seed=0):
 def test_numpy_trees_give_scikit_learns_probabilities():
     model, X = fitted_trees()
     rescorer = BlockRescorer.from_sklearn(model)
-    assert rescorer.num_trees == 40 and rescorer.depth <= 5
+    assert rescorer.num_trees == 40 and rescorer.trees.depth <= 5
     np.testing.assert_allclose(rescorer.predict(X), model.predict_proba(X)[:, 1], atol=1e-12)
     assert rescorer.predict(np.zeros((0, 6))).shape == (0,)
 
@@ -228,7 +228,7 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
                            threshold=0.4, container=False, band=0.3, without=[])
 
     def split_columns(rescorer):
-        return set(rescorer.feature[np.isfinite(rescorer.threshold)].tolist())
+        return set(rescorer.trees.feature[np.isfinite(rescorer.trees.threshold)].tolist())
 
     cues = set(ablated_columns(["cues"]).tolist())
     assert COLUMN["cue_related"] in cues and COLUMN["score"] not in cues
