@@ -1,13 +1,18 @@
 """Page type from the page's words, its URL, its signals and the backbone's pooled view: a
-linear classifier next to the genre head.
+linear classifier, and boosted trees stacked on it, next to the genre head.
 
 The genre head reads only the backbone's content-pooled features and the page signals; across
 sites it confuses listings, collections and services, whose words and URLs tell them apart
 ("category", "/collections/", "pricing"). A linear model over TF-IDF word 1-2-grams of the
 page's text, TF-IDF of its URL's path tokens, the page signals and the pooled features
 (``GrownUpModel.genre_inputs``) does better on sites never seen (README, "Page type on unseen
-sites"). It is fitted by ``grownup fit-page-type`` (scikit-learn's linear SVM, ``eval`` extra)
-and evaluated here in numpy: the vectoriser is ours, the same at fit and at serving.
+sites"). A linear model cannot say "a price on a page with forty repeated cards is a
+collection, one price beside a long description is a product": boosted trees (the stack) read
+the linear model's margins with the page signals and make such calls. It is fitted by
+``grownup fit-page-type`` (scikit-learn's linear SVM and gradient-boosted trees, ``eval``
+extra; the trees learn from out-of-fold margins, so from how the linear model errs on sites it
+has not seen) and evaluated here in numpy: the vectoriser is ours, the same at fit and at
+serving.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .boosted_trees import BoostedTrees
 from .page_signals import SIGNAL_VERSION, url_tokens
 
 __all__ = ["PAGE_TYPE_FILE", "PageTypeClassifier", "TfidfVocabulary", "page_text",
@@ -97,11 +103,13 @@ class TfidfVocabulary:
 class PageTypeClassifier:
     """A linear page-type model over ``[text TF-IDF, URL TF-IDF, signals, pooled]``; the dense
     blocks are standardised and scaled by ``1/sqrt(width)`` so each weighs about as much as a
-    unit-norm TF-IDF row."""
+    unit-norm TF-IDF row. With a ``stack`` (multi-class ``BoostedTrees`` over ``[margins,
+    signals]``, one output per type of ``stack_types``), the page type is the trees'."""
 
     def __init__(self, names: Sequence[str], text: TfidfVocabulary, url: TfidfVocabulary,
                  mean: np.ndarray, std: np.ndarray, signal_dim: int, weights: np.ndarray,
-                 bias: np.ndarray):
+                 bias: np.ndarray, stack: BoostedTrees | None = None,
+                 stack_types: Sequence[int] | None = None):
         self.names = tuple(names)
         self.text, self.url = text, url
         self.mean = np.asarray(mean, dtype=np.float64)
@@ -109,6 +117,12 @@ class PageTypeClassifier:
         self.signal_dim = int(signal_dim)
         self.weights = np.asarray(weights, dtype=np.float64)
         self.bias = np.asarray(bias, dtype=np.float64)
+        self.stack = stack
+        self.stack_types = (np.arange(len(self.names)) if stack_types is None
+                            else np.asarray(stack_types, dtype=np.int64))
+        if stack is not None and stack.num_outputs != len(self.stack_types):
+            raise ValueError(f"the stacked trees have {stack.num_outputs} outputs for "
+                             f"{len(self.stack_types)} page types")
 
     @property
     def pooled_dim(self) -> int:
@@ -147,20 +161,42 @@ class PageTypeClassifier:
             scores[row] += self.weights[:, n_text + cols] @ values
         return scores
 
+    @staticmethod
+    def stack_inputs(margins: np.ndarray, signals: np.ndarray) -> np.ndarray:
+        """The stacked trees' rows: the linear margins, then the raw page signals."""
+        margins = np.asarray(margins, np.float64)
+        return np.hstack([margins, np.asarray(signals, np.float64).reshape(len(margins), -1)])
+
+    def scores(self, texts, urls, signals, pooled) -> np.ndarray:
+        """``[pages, types]``: the stacked trees' logits (``-inf`` for a type they were not
+        fitted on), or the linear margins without a stack."""
+        margins = self.decision(texts, urls, signals, pooled)
+        if self.stack is None:
+            return margins
+        out = np.full_like(margins, -np.inf)
+        out[:, self.stack_types] = self.stack.raw(self.stack_inputs(margins, signals))
+        return out
+
     def probabilities(self, texts, urls, signals, pooled) -> np.ndarray:
-        """``[pages, types]`` softmax of the margins: a ranking score that sums to one, not a
-        calibrated probability."""
-        scores = self.decision(texts, urls, signals, pooled)
+        """``[pages, types]`` softmax of ``scores``: the trees' class probabilities with a
+        stack; without one a ranking score that sums to one, not a calibrated probability."""
+        scores = self.scores(texts, urls, signals, pooled)
         scores = np.exp(scores - scores.max(1, keepdims=True))
         return scores / scores.sum(1, keepdims=True)
 
+    def predict(self, texts, urls, signals, pooled) -> np.ndarray:
+        """The index (in ``names``) of each page's type."""
+        return self.scores(texts, urls, signals, pooled).argmax(1)
+
     def save(self, path: str | Path) -> None:
+        stack = {} if self.stack is None else {**self.stack.arrays("stack_"),
+                                               "stack_types": self.stack_types}
         np.savez_compressed(
             path, names=np.array(self.names), text_terms=np.array(self.text.terms),
             text_idf=self.text.idf, url_terms=np.array(self.url.terms, dtype=str),
             url_idf=self.url.idf, mean=self.mean, std=self.std,
             signal_dim=np.array(self.signal_dim), weights=self.weights.astype(np.float32),
-            bias=self.bias, version=np.array(f"{PAGE_TYPE_VERSION}/{SIGNAL_VERSION}"))
+            bias=self.bias, version=np.array(f"{PAGE_TYPE_VERSION}/{SIGNAL_VERSION}"), **stack)
 
     @classmethod
     def load(cls, path: str | Path) -> "PageTypeClassifier":
@@ -170,7 +206,10 @@ class PageTypeClassifier:
                 raise ValueError(f"{path}: page-type features version {version!r}, this "
                                  f"release reads {PAGE_TYPE_VERSION}/{SIGNAL_VERSION}; refit "
                                  "it with grownup fit-page-type")
+            stacked = "stack_roots" in f.files  # files without one: the linear model alone
             return cls([str(n) for n in f["names"]],
                        TfidfVocabulary([str(t) for t in f["text_terms"]], f["text_idf"]),
                        TfidfVocabulary([str(t) for t in f["url_terms"]], f["url_idf"]),
-                       f["mean"], f["std"], int(f["signal_dim"]), f["weights"], f["bias"])
+                       f["mean"], f["std"], int(f["signal_dim"]), f["weights"], f["bias"],
+                       BoostedTrees.from_arrays(f, "stack_") if stacked else None,
+                       f["stack_types"] if stacked else None)

@@ -1,4 +1,4 @@
-"""The linear page-type classifier: its vectoriser against scikit-learn's, its fit, its file,
+"""The page-type classifier: its vectoriser against scikit-learn's, its fit (linear and stacked), its file,
 and the extractor reading its page type from it."""
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
     signals = rng.random((len(y), 4)).astype(np.float32)
     pooled = rng.random((len(y), 5)).astype(np.float32)
     groups = [f"site{i % 6}" for i in range(len(y))]
-    classifier = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
+    classifier = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups,
+                               stack=False)
     assert classifier.pooled_dim == 5 and classifier.signal_dim == 4
     new = ["Reply quote posted by member in this thread", "Add to cart price reviews"]
     probs = classifier.probabilities(new, ["https://other.test/t/x/9", "https://x.test/p/1"],
@@ -68,12 +69,13 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
     path = tmp_path / PAGE_TYPE_FILE
     classifier.save(path)
     loaded = PageTypeClassifier.load(path)
-    assert loaded.names == NAMES
+    assert loaded.names == NAMES and loaded.stack is None
     np.testing.assert_allclose(loaded.decision(new, ["", ""], signals[:2], pooled[:2]),
                                classifier.decision(new, ["", ""], signals[:2], pooled[:2]),
                                rtol=1e-4, atol=1e-4)
     # a type the training pages never show is never predicted
-    two = fit_page_type(texts[:12], urls[:12], signals[:12], pooled[:12], y[:12], NAMES)
+    two = fit_page_type(texts[:12], urls[:12], signals[:12], pooled[:12], y[:12], NAMES,
+                        stack=False)
     assert set(two.decision(texts, urls, signals, pooled).argmax(1).tolist()) <= {0, 1}
     with np.load(path) as f:
         fields = dict(f)
@@ -81,6 +83,78 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
     np.savez(path, **fields)
     with pytest.raises(ValueError, match="grownup fit-page-type"):
         PageTypeClassifier.load(path)
+
+
+def xor_sites(sites: int, first_site: int, seed: int):
+    """Pages of ``sites`` sites: articles by their words; forums and products with the same
+    words, told apart by two signals only together (product where exactly one is high), which
+    no linear model can learn."""
+    rng = np.random.default_rng(seed)
+    words = {"article": ["council", "said", "mayor", "bridge", "statement", "tuesday"],
+             "listing": ["items", "page", "more", "view", "latest", "sort"]}
+    texts, urls, signals, y, groups = [], [], [], [], []
+    for site in range(first_site, first_site + sites):
+        for page in range(8):
+            label = int(rng.integers(3))
+            high = rng.random(2) > 0.5
+            if label == 2 and high[0] == high[1]:
+                high[1] = not high[1]
+            elif label == 1 and high[0] != high[1]:
+                high[1] = high[0]
+            bag = words["article" if label == 0 else "listing"]
+            texts.append(" ".join(rng.choice(bag, 30)) + f" site{site}footer")
+            urls.append(f"https://site{site}.test/p/{page}")
+            signals.append(np.r_[np.where(high, 0.8, 0.2) + rng.normal(0, 0.05, 2),
+                                 rng.random(2)])
+            y.append(label)
+            groups.append(f"site{site}.test")
+    return texts, urls, np.asarray(signals, np.float32), np.asarray(y), groups
+
+
+def test_the_stacked_trees_learn_what_the_linear_model_cannot_from_unseen_sites(
+        tmp_path, monkeypatch):
+    from sklearn import model_selection
+
+    from scrapy_grownup.training.page_type_fit import fit_page_type
+
+    seen = []
+    split = model_selection.GroupKFold.split
+
+    def spy(self, X, y=None, groups=None):
+        for train, test in split(self, X, y, groups):
+            seen.append(({groups[i] for i in train}, {groups[i] for i in test}))
+            yield train, test
+
+    monkeypatch.setattr(model_selection.GroupKFold, "split", spy)
+    texts, urls, signals, y, groups = xor_sites(40, 0, seed=0)
+    pooled = np.random.default_rng(1).random((len(y), 3)).astype(np.float32)
+    stacked = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
+    linear = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups, stack=False)
+    assert stacked.stack is not None and linear.stack is None
+    # every fold, the stack's and the C search's, keeps each site on one side
+    assert len(seen) >= 5 and all(not train & test for train, test in seen)
+    new_texts, new_urls, new_signals, new_y, _ = xor_sites(15, 100, seed=2)
+    new_pooled = np.random.default_rng(3).random((len(new_y), 3)).astype(np.float32)
+    pages = (new_texts, new_urls, new_signals, new_pooled)
+    linear_right = (linear.predict(*pages) == new_y).mean()
+    stacked_right = (stacked.predict(*pages) == new_y).mean()
+    assert stacked_right > 0.9 and stacked_right > linear_right + 0.15
+    probs = stacked.probabilities(*pages)
+    np.testing.assert_allclose(probs.sum(1), 1.0)
+    stacked.save(tmp_path / PAGE_TYPE_FILE)
+    loaded = PageTypeClassifier.load(tmp_path / PAGE_TYPE_FILE)
+    assert loaded.stack is not None and loaded.stack_types.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(loaded.predict(*pages), stacked.predict(*pages))
+    np.testing.assert_allclose(loaded.probabilities(*pages), probs, atol=1e-4)
+
+
+def test_too_few_pages_to_fold_keep_the_classifier_linear(caplog):
+    from scrapy_grownup.training.page_type_fit import fit_page_type
+
+    texts, urls, y = corpus(copies=3)  # three pages a type, no sites: no five folds
+    rng = np.random.default_rng(0)
+    classifier = fit_page_type(texts, urls, rng.random((9, 4)), rng.random((9, 2)), y, NAMES)
+    assert classifier.stack is None and "stays linear" in caplog.text
 
 
 def forced(classifier_names, pooled_dim, signal_dim, winner):

@@ -12,8 +12,10 @@ Dragnet and CleanEval as extra training pages) and, for each fold:
 - runs every other arm on the very same split: the TF-IDF + logistic-regression text
   baseline, and the same with the URL's path tokens and/or the page signals of
   ``page_signals`` (URL shape, JSON-LD types, forms, prices, repeated siblings, class words),
-  the head with the page signals, and ``linear``: the page-type classifier ``fast`` ships
-  (``training.page_type_fit.fit_page_type`` on the fold's training pages and backbone).
+  the head with the page signals, ``linear``: the linear page-type classifier
+  (``training.page_type_fit.fit_linear_page_type`` on the fold's training pages and backbone),
+  and ``stacked``: the same with boosted trees over its out-of-fold margins and the signals
+  (``fit_page_type``, what ``grownup fit-page-type`` ships).
 
 It reports accuracy and macro-F1 overall, per fold and per page type, a confusion matrix per arm,
 and writes the JSON result (``--json``). Every page is featurized once (cached in the feature
@@ -59,8 +61,10 @@ ARMS = {
     "signals": ("signals",),
     "url+signals": ("url", "signals"),
     "pooled+text+url+signals": ("pooled", "text", "url", "signals"),  # a linear SVM on all
-    # what fast ships (page_type_classifier): that SVM with our vectoriser, C chosen over sites
+    # page_type_classifier: that SVM with our vectoriser, C chosen over sites
     "linear": ("pooled", "text", "url", "signals"),
+    # and boosted trees on its out-of-fold margins and the signals (what fast ships)
+    "stacked": ("pooled", "text", "url", "signals"),
 }
 DEFAULT_ARMS = tuple(ARMS)
 
@@ -344,16 +348,16 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
         return predict_genre(model, pooled[test]).argmax(1)
     if arm == "head+signals":
         return head_with_signals(model, pooled, signals, train, test, y, cfg)
-    if arm == "linear":
+    if arm in ("linear", "stacked"):
         from .page_type_fit import fit_page_type
 
         classifier = fit_page_type(
             [info["texts"][i] for i in train], [info["urls"][i] for i in train],
             signals[train], blocks["pooled"][train], y[train], GENRES,
-            groups=[info["groups"][i] for i in train], seed=seed)
-        return classifier.decision([info["texts"][i] for i in test],
-                                   [info["urls"][i] for i in test], signals[test],
-                                   blocks["pooled"][test]).argmax(1)
+            groups=[info["groups"][i] for i in train], seed=seed, stack=arm == "stacked")
+        return classifier.predict([info["texts"][i] for i in test],
+                                  [info["urls"][i] for i in test], signals[test],
+                                  blocks["pooled"][test])
     if arm == "text":  # genre-cv's baseline, its C chosen over sites
         return text_baseline([info["texts"][i] for i in train], y[train],
                              [info["texts"][i] for i in test], seed,

@@ -1,10 +1,12 @@
-"""``grownup fit-page-type``: fit the linear page-type classifier (``page_type_classifier``) on
-every page of a page-type set and add it to a model.
+"""``grownup fit-page-type``: fit the page-type classifier (``page_type_classifier``: a linear
+SVM and, unless ``--no-stack``, boosted trees stacked on it) on every page of a page-type set
+and add it to a model.
 
 It reads the model's own pooled genre inputs (``GrownUpModel.genre_inputs``, the backbone
 frozen), so a classifier belongs to the weights it was fitted with. ``grownup genre-sites``
-measures the same recipe across sites (its ``linear`` arm: fitted on each fold's training
-sites with that fold's backbone); this command fits it on all pages for shipping.
+measures the same recipe across sites (its ``stacked`` and ``linear`` arms: fitted on each
+fold's training sites with that fold's backbone); this command fits it on all pages for
+shipping.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="wcxb_dev",
                    help="the page-type set it learns from (default: wcxb_dev)")
     p.add_argument("--limit", type=int, default=None, help="pages (a quick check)")
+    p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=True,
+                   help="stack boosted trees on the linear model's out-of-fold margins and the "
+                        "page signals (default; --no-stack: the linear model alone)")
     add_run_arguments(p)
 
 
@@ -64,13 +69,14 @@ def fit_command(args) -> dict:
     classifier = fit_page_type(
         info["texts"], info["urls"], np.asarray(info["signals"], np.float32),
         pooled_inputs(source, store), np.asarray(info["genres"]), names,
-        groups=corpus_groups(records, info["keys"]), seed=args.seed)
+        groups=corpus_groups(records, info["keys"]), seed=args.seed, stack=args.stack)
     if out.resolve() != source.resolve():
         shutil.copytree(source, out, dirs_exist_ok=True)
     classifier.save(out / PAGE_TYPE_FILE)
     return {"saved": str(out / PAGE_TYPE_FILE), "pages": len(info["keys"]),
             "text_terms": len(classifier.text), "url_terms": len(classifier.url),
-            "signal_dim": SIGNAL_DIM, "pooled_dim": classifier.pooled_dim}
+            "signal_dim": SIGNAL_DIM, "pooled_dim": classifier.pooled_dim,
+            "stacked_trees": 0 if classifier.stack is None else classifier.stack.num_trees}
 
 
 def run(args) -> int:
