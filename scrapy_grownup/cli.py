@@ -491,8 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .training import page_type as page_type_module
 
     p = sub.add_parser("fit-page-type", help="fit the page-type classifier (a linear SVM on page "
-                       "text, URL, signals and pooled backbone, boosted trees stacked on it) on a "
-                       "page-type set; add it to a model")
+                       "text, URL, signals and pooled backbone; --stack: boosted trees on it) on "
+                       "a page-type set; add it to a model")
     page_type_module.add_arguments(p)
     p.set_defaults(func=cmd_fit_page_type)
 

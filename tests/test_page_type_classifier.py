@@ -1,5 +1,6 @@
-"""The page-type classifier: its vectoriser against scikit-learn's, its fit (linear and stacked), its file,
-and the extractor reading its page type from it."""
+"""The page-type classifier: its vectoriser against scikit-learn's, its fit (linear, and stacked
+trees where they beat it out of fold), its file, and the extractor reading its page type from
+it."""
 
 from __future__ import annotations
 
@@ -58,8 +59,7 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
     signals = rng.random((len(y), 4)).astype(np.float32)
     pooled = rng.random((len(y), 5)).astype(np.float32)
     groups = [f"site{i % 6}" for i in range(len(y))]
-    classifier = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups,
-                               stack=False)
+    classifier = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
     assert classifier.pooled_dim == 5 and classifier.signal_dim == 4
     new = ["Reply quote posted by member in this thread", "Add to cart price reviews"]
     probs = classifier.probabilities(new, ["https://other.test/t/x/9", "https://x.test/p/1"],
@@ -74,8 +74,7 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
                                classifier.decision(new, ["", ""], signals[:2], pooled[:2]),
                                rtol=1e-4, atol=1e-4)
     # a type the training pages never show is never predicted
-    two = fit_page_type(texts[:12], urls[:12], signals[:12], pooled[:12], y[:12], NAMES,
-                        stack=False)
+    two = fit_page_type(texts[:12], urls[:12], signals[:12], pooled[:12], y[:12], NAMES)
     assert set(two.decision(texts, urls, signals, pooled).argmax(1).tolist()) <= {0, 1}
     with np.load(path) as f:
         fields = dict(f)
@@ -128,8 +127,8 @@ def test_the_stacked_trees_learn_what_the_linear_model_cannot_from_unseen_sites(
     monkeypatch.setattr(model_selection.GroupKFold, "split", spy)
     texts, urls, signals, y, groups = xor_sites(40, 0, seed=0)
     pooled = np.random.default_rng(1).random((len(y), 3)).astype(np.float32)
-    stacked = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
-    linear = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups, stack=False)
+    stacked = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups, stack=True)
+    linear = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
     assert stacked.stack is not None and linear.stack is None
     # every fold, the stack's and the C search's, keeps each site on one side
     assert len(seen) >= 5 and all(not train & test for train, test in seen)
@@ -148,12 +147,28 @@ def test_the_stacked_trees_learn_what_the_linear_model_cannot_from_unseen_sites(
     np.testing.assert_allclose(loaded.probabilities(*pages), probs, atol=1e-4)
 
 
+def test_trees_that_do_not_beat_the_linear_model_out_of_fold_are_not_stacked():
+    from scrapy_grownup.training.page_type_fit import fit_linear_page_type, fit_stack
+
+    # the types are told by their words alone: the linear model is right on every fold, so
+    # no tree can do better and none is kept
+    texts, urls, y = corpus(copies=10)
+    rng = np.random.default_rng(0)
+    signals, pooled = rng.random((len(y), 4)), rng.random((len(y), 2))
+    groups = [f"site{i % 10}" for i in range(len(y))]
+    classifier = fit_linear_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups)
+    measured = fit_stack(classifier, texts, urls, signals, pooled, y, groups)
+    assert measured["linear"] == 1.0 and not measured["stacked"]
+    assert len(measured["trees"]) >= 2 and classifier.stack is None
+
+
 def test_too_few_pages_to_fold_keep_the_classifier_linear(caplog):
     from scrapy_grownup.training.page_type_fit import fit_page_type
 
     texts, urls, y = corpus(copies=3)  # three pages a type, no sites: no five folds
     rng = np.random.default_rng(0)
-    classifier = fit_page_type(texts, urls, rng.random((9, 4)), rng.random((9, 2)), y, NAMES)
+    classifier = fit_page_type(texts, urls, rng.random((9, 4)), rng.random((9, 2)), y, NAMES,
+                               stack=True)
     assert classifier.stack is None and "stays linear" in caplog.text
 
 

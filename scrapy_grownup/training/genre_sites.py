@@ -12,10 +12,10 @@ Dragnet and CleanEval as extra training pages) and, for each fold:
 - runs every other arm on the very same split: the TF-IDF + logistic-regression text
   baseline, and the same with the URL's path tokens and/or the page signals of
   ``page_signals`` (URL shape, JSON-LD types, forms, prices, repeated siblings, class words),
-  the head with the page signals, ``linear``: the linear page-type classifier
-  (``training.page_type_fit.fit_linear_page_type`` on the fold's training pages and backbone),
-  and ``stacked``: the same with boosted trees over its out-of-fold margins and the signals
-  (``fit_page_type``, what ``grownup fit-page-type`` ships).
+  the head with the page signals, ``linear``: the page-type classifier ``fast`` ships
+  (``training.page_type_fit.fit_page_type`` on the fold's training pages and backbone), and
+  ``stacked``: the same with boosted trees over its out-of-fold margins and the signals where
+  the training side's inner folds choose them (``grownup fit-page-type --stack``).
 
 It reports accuracy and macro-F1 overall, per fold and per page type, a confusion matrix per arm,
 and writes the JSON result (``--json``). Every page is featurized once (cached in the feature
@@ -63,7 +63,8 @@ ARMS = {
     "pooled+text+url+signals": ("pooled", "text", "url", "signals"),  # a linear SVM on all
     # page_type_classifier: that SVM with our vectoriser, C chosen over sites
     "linear": ("pooled", "text", "url", "signals"),
-    # and boosted trees on its out-of-fold margins and the signals (what fast ships)
+    # and boosted trees on its out-of-fold margins and the signals, where inner folds over
+    # sites say they beat it (fit-page-type --stack)
     "stacked": ("pooled", "text", "url", "signals"),
 }
 DEFAULT_ARMS = tuple(ARMS)

@@ -18,8 +18,10 @@ logger = logging.getLogger(__name__)
 TEXT_TERMS = 20_000  # 200,000 measured no better across sites, at ten times the file
 C_GRID = (0.1, 1.0, 10.0)
 STACK_FOLDS = 5  # inner folds (over sites) that give the trees out-of-fold margins
-# the stacked trees: fixed before they were measured across sites, not tuned on the folds
-STACK_TREES = {"max_iter": 200, "max_leaf_nodes": 15, "learning_rate": 0.1}
+# the stacked trees' settings, one chosen (or none: the linear model alone) by the inner folds
+STACK_GRID = ({"max_iter": 200, "max_leaf_nodes": 15, "learning_rate": 0.1},
+              {"max_iter": 100, "max_leaf_nodes": 7, "learning_rate": 0.05,
+               "l2_regularization": 1.0})
 
 
 def fit_linear_svm(X, y: np.ndarray, groups: Sequence[str] | None = None, seed: int = 0):
@@ -48,10 +50,10 @@ def fit_linear_svm(X, y: np.ndarray, groups: Sequence[str] | None = None, seed: 
 def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
                   pooled: np.ndarray, y: np.ndarray, names: Sequence[str],
                   groups: Sequence[str] | None = None, seed: int = 0,
-                  text_terms: int = TEXT_TERMS, stack: bool = True) -> PageTypeClassifier:
+                  text_terms: int = TEXT_TERMS, stack: bool = False) -> PageTypeClassifier:
     """A linear SVM on the pages' ``[text, URL, signals, pooled]`` rows (``fit_linear_svm``:
     C chosen over ``groups``, the pages' sites) and, with ``stack``, boosted trees over its
-    out-of-fold margins and the signals (``fit_stack``)."""
+    out-of-fold margins and the signals where they beat it out of fold (``fit_stack``)."""
     classifier = fit_linear_page_type(texts, urls, signals, pooled, y, names, groups, seed,
                                       text_terms)
     if stack:
@@ -61,48 +63,69 @@ def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray
 
 def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
               groups: Sequence[str] | None, seed: int = 0,
-              text_terms: int = TEXT_TERMS) -> bool:
-    """Give ``classifier`` (the linear model of these pages) its stacked trees: a multi-class
-    ``HistGradientBoostingClassifier`` on ``[margins, signals]``, where each page's margins
-    come from a linear model fitted without its site (``STACK_FOLDS`` folds over ``groups``;
-    over stratified pages without groups). Margins of pages the linear model was fitted on are
-    near-perfect, and trees fitted on those would learn to trust it blindly. Returns ``False``
-    (the classifier stays linear) where the pages are too few to fold."""
+              text_terms: int = TEXT_TERMS) -> dict:
+    """Give ``classifier`` (the linear model of these pages) its stacked trees where they beat
+    it on sites they did not see; returns what the choice measured.
+
+    Each page's margins come from a linear model fitted without its site (``STACK_FOLDS``
+    folds over ``groups``; over stratified pages without groups): margins of pages the linear
+    model was fitted on are near-perfect, and trees fitted on those would learn to trust it
+    blindly. On the same folds, each ``STACK_GRID`` setting of a multi-class
+    ``HistGradientBoostingClassifier`` on ``[margins, signals]`` is scored out of fold against
+    the linear model's own out-of-fold accuracy; the best setting is fitted on every page, or
+    the classifier stays linear where no setting beats it (or the pages are too few to fold).
+    """
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.model_selection import GroupKFold, StratifiedKFold
 
     y = np.asarray(y, dtype=np.int64)
     signals = np.asarray(signals, np.float32)
+    pooled = np.asarray(pooled)
     if len(np.unique(y)) < 3:  # a binary model has one output, not one per type
         logger.warning("page type: fewer than three page types; the classifier stays linear")
-        return False
+        return {"stacked": False, "why": "fewer than three page types"}
     if groups is not None and len(set(groups)) >= STACK_FOLDS:
-        folds = GroupKFold(STACK_FOLDS).split(y, y, list(groups))
+        folds = list(GroupKFold(STACK_FOLDS).split(y, y, list(groups)))
     elif np.bincount(y)[np.unique(y)].min() >= STACK_FOLDS:
-        folds = StratifiedKFold(STACK_FOLDS, shuffle=True, random_state=seed).split(y, y)
+        folds = list(StratifiedKFold(STACK_FOLDS, shuffle=True, random_state=seed).split(y, y))
     else:
         logger.warning("page type: %d pages are too few for %d folds; the classifier stays "
                        "linear", len(y), STACK_FOLDS)
-        return False
+        return {"stacked": False, "why": "too few pages to fold"}
+    if any(len(np.unique(y[train])) < 3 for train, _ in folds):
+        logger.warning("page type: an inner fold holds under three page types; the classifier "
+                       "stays linear")
+        return {"stacked": False, "why": "an inner fold holds under three page types"}
     margins = np.zeros((len(y), len(classifier.names)))
     for train, test in folds:
-        if len(np.unique(y[train])) < 2:
-            logger.warning("page type: an inner fold holds one page type; the classifier stays "
-                           "linear")
-            return False
         inner = fit_linear_page_type(
-            [texts[i] for i in train], [urls[i] for i in train], signals[train],
-            np.asarray(pooled)[train], y[train], classifier.names,
+            [texts[i] for i in train], [urls[i] for i in train], signals[train], pooled[train],
+            y[train], classifier.names,
             None if groups is None else [groups[i] for i in train], seed, text_terms)
         margins[test] = inner.decision([texts[i] for i in test], [urls[i] for i in test],
-                                       signals[test], np.asarray(pooled)[test])
-    # a fixed number of trees: early stopping would hold out random pages, not sites
-    trees = HistGradientBoostingClassifier(**STACK_TREES, early_stopping=False,
-                                           random_state=seed)
-    trees.fit(PageTypeClassifier.stack_inputs(margins, signals), y)
-    classifier.stack = BoostedTrees.from_sklearn(trees)
-    classifier.stack_types = np.asarray(trees.classes_, dtype=np.int64)
-    return True
+                                       signals[test], pooled[test])
+    X = PageTypeClassifier.stack_inputs(margins, signals)
+
+    def trees(setting):
+        # a fixed number of trees: early stopping would hold out random pages, not sites
+        return HistGradientBoostingClassifier(**setting, early_stopping=False,
+                                              random_state=seed)
+
+    measured = {"linear": float((margins.argmax(1) == y).mean()), "trees": []}
+    for setting in STACK_GRID:
+        pred = np.zeros(len(y), dtype=np.int64)
+        for train, test in folds:
+            pred[test] = trees(setting).fit(X[train], y[train]).predict(X[test])
+        measured["trees"].append({**setting, "accuracy": float((pred == y).mean())})
+    best = max(range(len(STACK_GRID)), key=lambda k: measured["trees"][k]["accuracy"])
+    if measured["trees"][best]["accuracy"] <= measured["linear"]:
+        logger.info("page type: no stacked trees beat the linear model out of fold (%s); the "
+                    "classifier stays linear", measured)
+        return {"stacked": False, "why": "the linear model was as good out of fold", **measured}
+    fitted = trees(STACK_GRID[best]).fit(X, y)
+    classifier.stack = BoostedTrees.from_sklearn(fitted)
+    classifier.stack_types = np.asarray(fitted.classes_, dtype=np.int64)
+    return {"stacked": True, "setting": STACK_GRID[best], **measured}
 
 
 def fit_linear_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
