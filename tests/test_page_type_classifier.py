@@ -111,20 +111,10 @@ def xor_sites(sites: int, first_site: int, seed: int):
 
 
 def test_the_stacked_trees_learn_what_the_linear_model_cannot_from_unseen_sites(
-        tmp_path, monkeypatch):
-    from sklearn import model_selection
-
+        tmp_path, group_folds):
     from scrapy_grownup.training.page_type_fit import fit_page_type
 
-    seen = []
-    split = model_selection.GroupKFold.split
-
-    def spy(self, X, y=None, groups=None):
-        for train, test in split(self, X, y, groups):
-            seen.append(({groups[i] for i in train}, {groups[i] for i in test}))
-            yield train, test
-
-    monkeypatch.setattr(model_selection.GroupKFold, "split", spy)
+    seen = group_folds
     texts, urls, signals, y, groups = xor_sites(40, 0, seed=0)
     pooled = np.random.default_rng(1).random((len(y), 3)).astype(np.float32)
     stacked = fit_page_type(texts, urls, signals, pooled, y, NAMES, groups=groups, stack=True)
