@@ -223,6 +223,12 @@ def cmd_fit_rescorer(args) -> int:
     return run(args)
 
 
+def cmd_dataset_warc(args) -> int:
+    from .training.dataset_warc import run
+
+    return run(args)
+
+
 def cmd_fit_page_type(args) -> int:
     from .training.page_type import run
 
@@ -537,6 +543,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="options of the distillation, after -- (grownup distill-static -- "
                         "--help lists them)")
     p.set_defaults(func=cmd_distill)
+
+    from .training import dataset_warc as dataset_warc_module
+
+    p = sub.add_parser("dataset-warc", help="write the datasets' pages to a WARC for grownup "
+                       "warc, leaving out a cross-site measurement's test sites",
+                       description="Write the labelled sets' pages that have URLs to one "
+                                   "WARC archive, for grownup warc and grownup pretrain. With "
+                                   "--hold or --fold, every page of a site group or host that "
+                                   "the named leave-out plan or site-cv fold tests on is left "
+                                   "out, so a backbone pre-trained on it may be measured there.")
+    dataset_warc_module.add_arguments(p)
+    p.set_defaults(func=cmd_dataset_warc)
 
     from .warc.command import add_arguments as warc_arguments
 

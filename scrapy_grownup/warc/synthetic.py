@@ -1,4 +1,5 @@
-"""Building archives for tests and benchmarks, and finding the shared WARC fixtures.
+"""Building archives for tests, benchmarks and ``grownup dataset-warc``, and finding the shared
+WARC fixtures.
 
 ``write_warc`` writes real pages (from the shared datasets) under chosen URLs, with the request
 records, redirects, non-HTML responses and revisits a crawler's archive also holds.
