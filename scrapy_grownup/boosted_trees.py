@@ -38,6 +38,9 @@ class BoostedTrees:
         if len(self.output) != len(self.roots) or (len(self.output)
                                                    and self.output.max() >= len(self.bias)):
             raise ValueError("each tree needs an output column below len(bias)")
+        # [trees, outputs] one-hot: a matrix product sums each output's leaves
+        self._columns = np.zeros((len(self.roots), len(self.bias)))
+        self._columns[np.arange(len(self.roots)), self.output] = 1.0
 
     @classmethod
     def from_sklearn(cls, model) -> "BoostedTrees":
@@ -89,9 +92,7 @@ class BoostedTrees:
         leaves = self.value[node]
         if self.num_outputs == 1:
             return self.bias + leaves.sum(axis=1, keepdims=True)
-        columns = np.zeros((self.num_trees, self.num_outputs))
-        columns[np.arange(self.num_trees), self.output] = 1.0
-        return self.bias + leaves @ columns
+        return self.bias + leaves @ self._columns
 
     def arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
         """The ensemble as named arrays for ``np.savez`` (``prefix`` before each name)."""
