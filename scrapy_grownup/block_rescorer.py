@@ -236,9 +236,7 @@ class BlockRescorer:
         return self.trees.num_trees
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Content probability of each row of ``X`` ([blocks, features])."""
-        if not len(X):
-            return np.zeros(0)
+        """Content probability of each row of ``X`` ([blocks, features]; none gives none)."""
         return 1.0 / (1.0 + np.exp(-self.trees.raw(X)[:, 0]))
 
     def rescore(self, page: PageStructure, probs: np.ndarray,
