@@ -27,7 +27,8 @@ from .attribute_cues import CUE_NAMES, attribute_cues
 from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
-from .refine import ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, page_threshold
+from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, CUT_WEIGHTS, block_of, block_scores,
+                     page_threshold)
 from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
 
@@ -173,14 +174,16 @@ class BlockRescorer:
     ``cut``: the probability a block needs to be kept (the content head's ``threshold`` is
     replaced by it), ``feature_threshold``: the content head's cut-off the page features are
     taken at; blocks scored under ``floor`` keep their score (they are not trained on either).
-    ``container`` and ``band``: the page-level decisions that suit the rescored probabilities
-    (``refine.content_mask``'s: whether blocks outside the main container are dropped, and how
-    far a page's own cut-off may move from ``cut``), measured by ``grownup fit-rescorer``.
+    ``container``, ``band`` and ``cut_weight``: the page-level decisions that suit the rescored
+    probabilities (``refine.content_mask``'s: whether blocks outside the main container are
+    dropped, how far a page's own cut-off may move from ``cut``, and how the cut-off weighs
+    the page's blocks), measured by ``grownup fit-rescorer``.
     """
 
     def __init__(self, trees: BoostedTrees, cut: float = 0.5, feature_threshold: float = 0.4,
                  floor: float = FLOOR, feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES,
-                 container: bool = True, band: float = ADAPTIVE_BAND):
+                 container: bool = True, band: float = ADAPTIVE_BAND,
+                 cut_weight: str = "log-nodes"):
         if trees.num_outputs != 1:
             raise ValueError("a block rescorer's trees have one output (a binary model)")
         self.trees = trees
@@ -190,20 +193,24 @@ class BlockRescorer:
         self.feature_names = tuple(feature_names)
         self.container = bool(container)
         self.band = float(band)
+        if cut_weight not in CUT_WEIGHTS:
+            raise ValueError(f"cut_weight must be one of {CUT_WEIGHTS}, not {cut_weight!r}")
+        self.cut_weight = cut_weight
 
     @property
     def decisions(self) -> dict:
         """``refine.content_mask`` options for rescored probabilities."""
-        return {"container": self.container, "band": self.band}
+        return {"container": self.container, "band": self.band, "cut_weight": self.cut_weight}
 
     @classmethod
     def from_sklearn(cls, model, cut: float = 0.5, feature_threshold: float = 0.4,
                      floor: float = FLOOR, container: bool = True,
-                     band: float = ADAPTIVE_BAND) -> "BlockRescorer":
+                     band: float = ADAPTIVE_BAND,
+                     cut_weight: str = "log-nodes") -> "BlockRescorer":
         """From a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no
         missing values)."""
         return cls(BoostedTrees.from_sklearn(model), cut, feature_threshold, floor,
-                   container=container, band=band)
+                   container=container, band=band, cut_weight=cut_weight)
 
     def save(self, path: str | Path) -> None:
         arrays = self.trees.arrays()
@@ -211,7 +218,7 @@ class BlockRescorer:
         np.savez_compressed(
             path, **arrays, cut=self.cut, feature_threshold=self.feature_threshold,
             floor=self.floor, container=self.container, band=self.band,
-            version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
+            cut_weight=self.cut_weight, version=f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}",
             feature_names=np.array(self.feature_names))
 
     @classmethod
@@ -227,7 +234,9 @@ class BlockRescorer:
                                  f"{ours!r}")
             # files written before the decisions were stored used the content model's
             decisions = {"container": bool(f["container"]) if "container" in f.files else True,
-                         "band": float(f["band"]) if "band" in f.files else ADAPTIVE_BAND}
+                         "band": float(f["band"]) if "band" in f.files else ADAPTIVE_BAND,
+                         "cut_weight": str(f["cut_weight"]) if "cut_weight" in f.files
+                         else "log-nodes"}
             return cls(BoostedTrees.from_arrays(f), float(f["cut"]),
                        float(f["feature_threshold"]), float(f["floor"]), names, **decisions)
 

@@ -12,7 +12,10 @@ Three page-level decisions follow, each measured across sites (README, "Decision
   groups (Otsu's criterion over its blocks, weighted by the log of their text length); the
   cut-off between them is used, held within ``ADAPTIVE_BAND`` of the configured threshold, so
   a page the model is unsure of as a whole loses less and the threshold knob still moves
-  precision against recall.
+  precision against recall. With ``cut_weight="block-chars"`` each block counts once, weighted
+  by its characters: the long paragraphs decide the split, not the many short menu items and
+  widget lines (what the block rescorer's file asks for on pages the page-type classifier calls
+  articles, ``BlockRescorer.decisions_for``).
 - ``main_container``: most of a page's content sits in one element (the article, the thread,
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
@@ -54,25 +57,34 @@ BYLINE_WORDS = 12      # ... and short; a date line alone is shorter still
 DATE_LINE_WORDS = 8
 BYLINE_REST_WORDS = 5  # words besides the author's name(s), unless the rest is a date
 RECALL_THRESHOLD = 0.2  # ``grownup extract --recall``: this threshold on every page
+# ``page_threshold``'s weights: each text-owning node by log(1 + its characters), or each
+# block once by its characters
+CUT_WEIGHTS = ("log-nodes", "block-chars")
 
 
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
                  repeats: bool = True, adaptive: bool = True,
                  headline: bool = True, byline: bool = True,
-                 band: float = ADAPTIVE_BAND) -> np.ndarray:
+                 band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes") -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), the headline left to the title (``headline``) and the byline and date to
     their fields (``byline``), and optionally refined to the largest content group
-    (``refine``)."""
+    (``refine``). ``cut_weight``: how ``page_threshold`` weighs the page's scores
+    (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
+    if cut_weight not in CUT_WEIGHTS:
+        raise ValueError(f"cut_weight must be one of {CUT_WEIGHTS}, not {cut_weight!r}")
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
-    block = block_of(page, levels) if blocks or repeats or byline else None
+    by_block = adaptive and cut_weight == "block-chars"
+    block = block_of(page, levels) if blocks or repeats or byline or by_block else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
-    if adaptive:
+    if by_block:
+        threshold = block_threshold(scores, lengths, block, threshold, band)
+    elif adaptive:
         threshold = page_threshold(scores, lengths, threshold, band)
     keep = scores >= threshold
     if container:
@@ -129,12 +141,37 @@ def page_threshold(scores: np.ndarray, lengths: np.ndarray, threshold: float,
     ``threshold`` +- ``band``; ``threshold`` itself when the page has fewer than two distinct
     scores."""
     owners = lengths > 0
-    x = np.asarray(scores, dtype=np.float64)[owners]
+    return otsu_cut(np.asarray(scores, dtype=np.float64)[owners],
+                    np.log1p(lengths[owners].astype(np.float64)), threshold, band)
+
+
+def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,
+                    threshold: float, band: float = ADAPTIVE_BAND) -> float:
+    """``page_threshold`` with each block counted once and weighted by its characters
+    (``scores``: ``block_scores``, one value per block's text-owning nodes; ``block``:
+    ``block_of``)."""
+    owners = lengths > 0
+    chars = np.bincount(block[owners], weights=lengths[owners].astype(np.float64),
+                        minlength=len(lengths))
+    roots = np.flatnonzero(chars)
+    # a block's text-owning nodes share its score; the first one in document order stands
+    # for it (the root itself owns no text where all of the block's text sits in inline tags)
+    first = np.full(len(lengths), -1, dtype=np.int64)
+    nodes = np.flatnonzero(owners)[::-1]
+    first[block[nodes]] = nodes
+    return otsu_cut(np.asarray(scores, dtype=np.float64)[first[roots]], chars[roots],
+                    threshold, band)
+
+
+def otsu_cut(x: np.ndarray, w: np.ndarray, threshold: float, band: float) -> float:
+    """The cut between the two groups of values ``x`` (weights ``w``) with the most
+    between-group variance (Otsu), clipped to ``threshold`` +- ``band``; ``threshold`` itself
+    with fewer than two distinct values."""
     if len(x) < 2:
         return threshold
     order = np.argsort(x, kind="stable")
     x = x[order]
-    w = np.log1p(lengths[owners].astype(np.float64))[order]
+    w = w[order]
     below_w = np.cumsum(w)[:-1]
     below_m = np.cumsum(w * x)[:-1]
     total_w, total_m = below_w[-1] + w[-1], below_m[-1] + w[-1] * x[-1]

@@ -3,6 +3,7 @@ scikit-learn's, its file, and how the extractor uses the one ``fast`` ships."""
 
 from __future__ import annotations
 
+import argparse
 import shutil
 
 import numpy as np
@@ -152,19 +153,22 @@ def test_numpy_trees_give_scikit_learns_probabilities():
 def test_the_file_round_trips_and_refuses_other_features(tmp_path):
     model, X = fitted_trees(1)
     rescorer = BlockRescorer.from_sklearn(model, cut=0.55, feature_threshold=0.35,
-                                          container=False, band=0.3)
+                                          container=False, band=0.3, cut_weight="block-chars")
     path = tmp_path / RESCORER_FILE
     rescorer.save(path)
     loaded = BlockRescorer.load(path)
     assert (loaded.cut, loaded.feature_threshold) == (0.55, 0.35)
-    assert loaded.decisions == {"container": False, "band": 0.3}
+    assert loaded.decisions == {"container": False, "band": 0.3, "cut_weight": "block-chars"}
     np.testing.assert_allclose(loaded.predict(X), rescorer.predict(X), atol=1e-6)
     with np.load(path) as f:
         fields = dict(f)
     # a file from before the decisions were stored keeps the content model's
-    older = {k: v for k, v in fields.items() if k not in ("container", "band")}
+    older = {k: v for k, v in fields.items() if k not in ("container", "band", "cut_weight")}
     np.savez(path, **older)
-    assert BlockRescorer.load(path).decisions == {"container": True, "band": ADAPTIVE_BAND}
+    assert BlockRescorer.load(path).decisions == {"container": True, "band": ADAPTIVE_BAND,
+                                                  "cut_weight": "log-nodes"}
+    with pytest.raises(ValueError, match="cut_weight"):
+        BlockRescorer.from_sklearn(model, cut_weight="characters")
     fields["version"] = np.array("0")
     np.savez(path, **fields)
     with pytest.raises(ValueError, match="block features version '0'"):
@@ -189,7 +193,8 @@ def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     article = rescored.extract(html, url="https://news.test/bridge")
     assert PARAGRAPH in article.text and "engineers' report for details" in article.text
     # the decisions measured for rescored probabilities, not the content model's
-    assert {k: decided[-1][k] for k in ("container", "band")} == rescored.rescorer.decisions
+    assert {k: decided[-1][k] for k in ("container", "band", "cut_weight")} \
+        == rescored.rescorer.decisions
     assert "All rights reserved" not in article.text
     given = ArticleExtractor.from_pretrained("fast", threshold=0.7)
     assert given.threshold == 0.7 and not given.adaptive and given.rescorer is not None
@@ -213,7 +218,7 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
     """``grownup fit-rescorer --without cues``: the ablation's trees cannot read the group."""
     from types import SimpleNamespace
 
-    from scrapy_grownup.training.rescorer import ablated_columns, fit
+    from scrapy_grownup.training.rescorer import ablated_columns, add_arguments, fit
 
     rng = np.random.default_rng(0)
     X = rng.random((2000, len(BLOCK_FEATURE_NAMES))).astype(np.float32)
@@ -224,8 +229,10 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
     pages = [SimpleNamespace(page=object(), roots=np.arange(200), features=X[k:k + 200],
                              labels=labels[k:k + 200], record=None)
              for k in range(0, 2000, 200)]
-    args = SimpleNamespace(trees=20, learning_rate=0.1, leaves=15, depth=4, seed=0, cut=0.5,
-                           threshold=0.4, container=False, band=0.3, without=[])
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)  # the command's own defaults, so a new option cannot be missed
+    args = parser.parse_args(["--cv-dir", "unused", "--trees", "20", "--learning-rate", "0.1",
+                              "--leaves", "15", "--depth", "4"])
 
     def split_columns(rescorer):
         return set(rescorer.trees.feature[np.isfinite(rescorer.trees.threshold)].tolist())

@@ -9,8 +9,8 @@ from scrapy_grownup import splits
 from scrapy_grownup.alignment import assemble_text
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
-from scrapy_grownup.refine import (block_of, content_mask, drop_repeated_blocks, main_container,
-                                   page_threshold, whole_blocks, without_byline,
+from scrapy_grownup.refine import (block_of, block_scores, content_mask, drop_repeated_blocks,
+                                   main_container, page_threshold, whole_blocks, without_byline,
                                    without_headline)
 
 
@@ -371,6 +371,57 @@ def test_an_adaptive_cut_keeps_a_page_the_model_is_unsure_of():
     assert "harbour closed on Monday" in wider and "cookies" not in wider
 
 
+def _schedule_page():
+    """A news story beside a long results widget and a menu (vg.no's Olympics pages): four
+    long paragraphs, 60 short event blocks whose text sits in inline spans, 150 menu items."""
+    menu = "".join(f"<li><a href=/s{i}>Section {i}</a></li>" for i in range(150))
+    events = "".join(f"<div class=event><span>Event</span> <span>heat {i}, final</span></div>"
+                     for i in range(60))
+    story = "".join(f"<p>Story paragraph {i}: " + "the rowers reached the final. " * 9 + "</p>"
+                    for i in range(4))
+    page = parse_page(f"<html><body><nav><ul>{menu}</ul></nav><aside>{events}</aside>"
+                      f"<article>{story}</article></body></html>".encode())
+    return page, _scored(page, default=0.0, Section=0.02, Event=0.22, heat=0.22, Story=0.7)
+
+
+def test_a_cut_weighed_by_block_characters_leaves_a_widget_of_short_blocks_out():
+    """Otsu over text-owning nodes by log length lets the many short nodes decide: the cut falls
+    between the menu and the widget (clipped to 0.5 - 0.3) and the widget is kept; over blocks
+    by their characters the long paragraphs decide and the cut falls above the widget."""
+    from scrapy_grownup.refine import CUT_WEIGHTS, block_threshold
+
+    page, probs = _schedule_page()
+    lengths = page.text_lengths()
+    by_nodes = assemble_text(page, content_mask(page, probs, 0.5, container=False, band=0.3))
+    by_blocks = assemble_text(page, content_mask(page, probs, 0.5, container=False, band=0.3,
+                                                 cut_weight="block-chars"))
+    assert "heat 7, final" in by_nodes and "Story paragraph 3" in by_nodes
+    assert "heat 7, final" not in by_blocks and "Event" not in by_blocks
+    assert all(f"Story paragraph {i}" in by_blocks for i in range(4))
+    assert "Section" not in by_nodes + by_blocks
+    block = block_of(page)
+    cut = block_threshold(block_scores(page, probs, block, lengths), lengths, block, 0.5, 0.3)
+    assert 0.22 < cut < 0.7 and cut == pytest.approx((0.22 + 0.7) / 2)
+    # each block once: the same cut whether a widget line is one text node or two
+    assert page_threshold(block_scores(page, probs, block, lengths), lengths, 0.5, 0.3) < 0.22
+    assert CUT_WEIGHTS == ("log-nodes", "block-chars")
+    with pytest.raises(ValueError, match="cut_weight"):
+        content_mask(page, probs, 0.5, cut_weight="chars")
+
+
+def test_a_block_cut_stays_in_the_band_and_needs_two_scores():
+    from scrapy_grownup.refine import block_threshold
+
+    page, probs = _schedule_page()
+    lengths = page.text_lengths()
+    block = block_of(page)
+    scores = block_scores(page, probs, block, lengths)
+    assert block_threshold(scores, lengths, block, 0.5, band=0.0) == 0.5
+    assert block_threshold(scores, lengths, block, 0.8, band=0.1) == pytest.approx(0.7)
+    assert block_threshold(np.full_like(scores, 0.6), lengths, block, 0.5, 0.3) == 0.5
+    assert block_threshold(scores, np.zeros_like(lengths), block, 0.5, 0.3) == 0.5
+
+
 # ------------------------------------------------------------------------------------------
 # WCXB metric
 
@@ -519,3 +570,30 @@ def test_baseline_texts_are_cached_per_page_and_version(tmp_path, monkeypatch):
                            None, "all")
     again = C.baseline_texts("trafilatura", [changed, *records[1:]], cache=tmp_path)
     assert calls == [records[0].id] and again == [f"new text of {records[0].id}", *first[1:]]
+
+
+def test_per_page_scores_round_trip(tmp_path):
+    """``grownup fit-rescorer --scores`` writes the rows ``grownup evaluate`` resumes from."""
+    from scrapy_grownup.training import crosssite as C
+
+    gold = "The council approved the new budget on Tuesday after a long debate."
+    page = record("fundus", "a1", "https://news.example.de/a1", language="de-DE")
+    page.gold = gold
+    scores = [C.score_page(page, "grownup", gold), C.score_page(page, "trafilatura", gold[:30])]
+    path = tmp_path / "scores.jsonl"
+    C.write_scores(path, "without-fundus", scores[:1])
+    C.write_scores(path, "without-fundus", scores[1:])
+    back = C.read_scores(path)
+    assert list(back) == ["without-fundus"]
+    assert back["without-fundus"]["grownup"] == scores[:1]
+    assert back["without-fundus"]["trafilatura"] == scores[1:]
+    assert back["without-fundus"]["grownup"][0].bow[2] == pytest.approx(1.0)
+    assert back["without-fundus"]["trafilatura"][0].language == "de"
+
+
+def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
+    from scrapy_grownup.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"])
+    assert "--skip-cv needs --hold" in str(exit_info.value.code)

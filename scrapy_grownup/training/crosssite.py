@@ -114,6 +114,24 @@ def score_page(record, method: str, text: str) -> PageScore:
                      bag_of_words_scores(text, gold))
 
 
+def write_scores(path: Path, plan_name: str, scores: Sequence[PageScore]) -> None:
+    """Append ``scores`` to ``path``, one JSON line per page and method (``scores.jsonl``)."""
+    with path.open("a", encoding="utf-8") as fh:
+        for s in scores:
+            fh.write(json.dumps({"plan": plan_name, **s.__dict__}) + "\n")
+
+
+def read_scores(path: Path) -> dict[str, dict[str, list[PageScore]]]:
+    """``write_scores``'s rows back, by plan and method."""
+    done: dict[str, dict[str, list[PageScore]]] = defaultdict(lambda: defaultdict(list))
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        plan_name = row.pop("plan")
+        done[plan_name][row["method"]].append(
+            PageScore(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}))
+    return done
+
+
 def aggregate(scores: Sequence[PageScore]) -> dict:
     """LCS F1 (harmonic mean of mean P and R), shingle F1 (same aggregation) and the WCXB
     bag-of-words F1 (mean of per-page F1), with its mean P and R."""
@@ -429,13 +447,7 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
     scored (delete a method's rows to score it again)."""
     out.mkdir(parents=True, exist_ok=True)
     done_path = out / "scores.jsonl"
-    done: dict[str, dict[str, list[PageScore]]] = defaultdict(lambda: defaultdict(list))
-    if done_path.exists():
-        for line in done_path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            plan_name = row.pop("plan")
-            done[plan_name][row["method"]].append(
-                PageScore(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}))
+    done = read_scores(done_path) if done_path.exists() else {}
     scores: list[PageScore] = []
     for plan in plans:
         have = done.get(plan.name, {})
@@ -458,9 +470,7 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
                                                                 todo_variants))
         if todo_baselines or todo_perfect:
             plan_scores += baseline_scores(plan.test, todo_baselines, perfect=todo_perfect)
-        with done_path.open("a", encoding="utf-8") as fh:
-            for s in plan_scores:
-                fh.write(json.dumps({"plan": plan.name, **s.__dict__}) + "\n")
+        write_scores(done_path, plan.name, plan_scores)
         logger.info("%s: %d test pages scored in %.0f s", plan.name, len(plan.test),
                     time.perf_counter() - start)
         scores.extend(plan_scores)

@@ -33,11 +33,11 @@ from ..alignment import align_labels, assemble_text
 from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
                               block_features)
 from ..errors import GrownupError
-from ..refine import RECALL_THRESHOLD, block_of, content_mask
+from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of, content_mask
 from .command import add_run_arguments, report, standalone
 from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
                         leave_out_plan, load_records, record_key, score_page, site_cv_plan,
-                        summary)
+                        summary, write_scores)
 
 logger = logging.getLogger(__name__)
 BASE, RESCORED = "grownup", "grownup+rescorer"
@@ -79,6 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--band", type=float, default=0.3,
                    help="how far a page's own cut-off may move from --cut (default: 0.3; "
                         "the content model alone uses 0.2)")
+    p.add_argument("--cut-weight", choices=CUT_WEIGHTS, default="block-chars",
+                   help="how a page's cut-off weighs its blocks: each block once by its "
+                        "characters (default), or each text-owning node by the log of its "
+                        "characters (the content model's own decisions)")
     p.add_argument("--container", action=argparse.BooleanOptionalAction, default=False,
                    help="drop rescored blocks outside the page's main container unless sure "
                         "(default: no: the rescorer already reads where each block sits)")
@@ -99,6 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="write the model with its rescorer here")
     p.add_argument("--no-baselines", action="store_true",
                    help="leave trafilatura and readability out")
+    p.add_argument("--skip-cv", action="store_true",
+                   help="measure only the --hold plans (the rescorer is still fitted on the "
+                        "folds' pages those plans let train), not site-cv")
+    p.add_argument("--scores", default=None,
+                   help="also write every page's scores here, one JSON line per page and "
+                        "method, as grownup evaluate's scores.jsonl")
     p.add_argument("--device", default="cpu",
                    help="where the fold models score their pages (default: cpu)")
     add_run_arguments(p)
@@ -181,7 +191,8 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
         early_stopping=False, random_state=args.seed)
     model.fit(X, y, sample_weight=weight)
     return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
-                                      container=args.container, band=args.band)
+                                      container=args.container, band=args.band,
+                                      cut_weight=args.cut_weight)
 
 
 def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshold: float,
@@ -220,7 +231,13 @@ def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
 
 
 def run_rescorer(args) -> dict:
+    if args.skip_cv and not args.hold:
+        raise SystemExit("grownup fit-rescorer: --skip-cv needs --hold")
     cv_dir = Path(args.cv_dir)
+    scores_path = Path(args.scores) if args.scores else None
+    if scores_path is not None:
+        scores_path.parent.mkdir(parents=True, exist_ok=True)
+        scores_path.write_text("")
     cache = Path(args.cache)
     extra = [n for n in args.train_datasets.split(",") if n]
     eval_records = load_records(list(EVAL_DATASETS))
@@ -233,11 +250,15 @@ def run_rescorer(args) -> dict:
             raise SystemExit(f"grownup fit-rescorer: no fold model in {model_dir}")
         folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
     result: dict = {"protocols": {}}
-    cv_scores = []
-    for plan in plans:
-        others = [p for name, pages in folds.items() if name != plan.name for p in pages]
-        cv_scores += measure(folds[plan.name], fit(others, args), args)
-    result["protocols"]["site-cv"] = summary(cv_scores)
+    if not args.skip_cv:
+        cv_scores = []
+        for plan in plans:
+            others = [p for name, pages in folds.items() if name != plan.name for p in pages]
+            plan_scores = measure(folds[plan.name], fit(others, args), args)
+            if scores_path is not None:
+                write_scores(scores_path, plan.name, plan_scores)
+            cv_scores += plan_scores
+        result["protocols"]["site-cv"] = summary(cv_scores)
     leave_out_dir = Path(args.leave_out_dir) if args.leave_out_dir else \
         cv_dir.parent / "leave-out"
     everything = [p for pages in folds.values() for p in pages]
@@ -247,8 +268,10 @@ def run_rescorer(args) -> dict:
         if not (model_dir / "config.json").is_file():
             raise SystemExit(f"grownup fit-rescorer: no leave-out model in {model_dir}")
         pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
-        result["protocols"][plan.name] = summary(
-            measure(pages, fit(everything, args, keys=plan.train_keys), args))
+        plan_scores = measure(pages, fit(everything, args, keys=plan.train_keys), args)
+        if scores_path is not None:
+            write_scores(scores_path, plan.name, plan_scores)
+        result["protocols"][plan.name] = summary(plan_scores)
     if args.out:
         if not args.model:
             raise SystemExit("grownup fit-rescorer: --out needs --model")
@@ -262,8 +285,8 @@ def run_rescorer(args) -> dict:
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
-        "folds", "threshold", "cut", "band", "container", "trees", "depth", "leaves",
-        "learning_rate", "without")}
+        "folds", "threshold", "cut", "band", "cut_weight", "container", "trees", "depth",
+        "leaves", "learning_rate", "without")}
     return result
 
 
