@@ -8,7 +8,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_grownup import datasets as D
 from scrapy_grownup.errors import GrownupError
-from scrapy_grownup.training.crosssite import LEAVE_OUT
+from scrapy_grownup.training.crosssite import EVAL_DATASETS, LEAVE_OUT
 from scrapy_grownup.training.dataset_warc import (corpus_pages, held_out_pages,
                                                   write_dataset_warc)
 from scrapy_grownup.warc.pairs import site_key
@@ -90,3 +90,22 @@ def test_the_corpus_without_fundus_holds_none_of_its_sites(tmp_path):
     assert not {site_key(u) for u in urls} & test_hosts
     assert result["left_out"]["test_site"] >= 80  # all 80 fundus pages asked for
     assert LEAVE_OUT["fundus"] == ("fundus", "fundus_history")
+
+
+def test_a_misspelt_held_out_set_is_refused_before_anything_trains(capsys):
+    """``grownup evaluate --protocol leave-out --hold fundsu`` would otherwise train a model on
+    every page and test it on none."""
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.training.crosssite import held_out_datasets
+
+    assert held_out_datasets("fundus", EVAL_DATASETS) == ("fundus", "fundus_history")
+    assert held_out_datasets("wcxb_dev,fundus", EVAL_DATASETS) == ("wcxb_dev", "fundus")
+    with pytest.raises(GrownupError, match="fundsu not among the evaluated sets"):
+        held_out_datasets("fundsu", EVAL_DATASETS)
+    with pytest.raises(GrownupError, match="no dataset"):
+        held_out_datasets(",", EVAL_DATASETS)
+    assert main(["evaluate", "--protocol", "leave-out", "--hold", "fundsu",
+                 "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "fundsu not among the evaluated sets" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

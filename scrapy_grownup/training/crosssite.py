@@ -45,6 +45,17 @@ LEAVE_OUT = {"fundus": ("fundus", "fundus_history"),
              "magic_html": ("magic_html_article", "magic_html_forum")}
 
 
+def held_out_datasets(hold: str, eval_datasets: Sequence[str]) -> tuple[str, ...]:
+    """The datasets ``--hold`` names: a ``LEAVE_OUT`` group or comma-separated datasets, each
+    among ``eval_datasets`` (a typo would otherwise train a model with nothing to test)."""
+    held = LEAVE_OUT.get(hold, tuple(n for n in hold.split(",") if n))
+    unknown = sorted(set(held) - set(eval_datasets))
+    if unknown or not held:
+        raise GrownupError(f"--hold {hold}: {', '.join(unknown) or 'no dataset'} not among the "
+                           f"evaluated sets ({', '.join(eval_datasets)})")
+    return held
+
+
 def load_records(names: Sequence[str], split_of: dict[str, str] | None = None,
                  limit: int | None = None) -> list:
     """Records of ``names`` (each set's training split for the old sets, ``all`` for the modern
@@ -644,6 +655,8 @@ def run(args) -> int:
             scores += score_methods(records, {f"{k}:{name}": v for k, v in texts.items()})
     else:
         train_names = [n for n in args.train_datasets.split(",") if n and n not in eval_names]
+        # checked before any page is loaded: a typo must not cost a training run
+        held = held_out_datasets(args.hold, eval_names) if args.protocol == "leave-out" else ()
         eval_records = load_records(eval_names, limit=args.limit)
         extra = load_records(train_names, limit=args.limit)
         everything = eval_records + extra
@@ -651,7 +664,6 @@ def run(args) -> int:
             only = [int(k) for k in args.only_folds.split(",")] if args.only_folds else None
             plans = site_cv_plan(eval_records, extra, args.folds, only)
         else:
-            held = LEAVE_OUT.get(args.hold, tuple(args.hold.split(",")))
             plans = [leave_out_plan(eval_records, extra, held)]
         if args.final:
             plans.append(FoldPlan("all", [], {record_key(r) for r in everything}))

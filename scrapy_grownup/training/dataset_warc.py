@@ -28,8 +28,8 @@ from typing import Sequence
 from ..errors import GrownupError
 from ..splits import site_groups
 from ..warc.pairs import site_key
-from .crosssite import (EVAL_DATASETS, LEAVE_OUT, leave_out_plan, load_records, record_key,
-                        site_cv_plan)
+from .crosssite import (EVAL_DATASETS, LEAVE_OUT, held_out_datasets, leave_out_plan,
+                        load_records, record_key, site_cv_plan)
 
 # every labelled set whose pages carry their URL (Dragnet and CleanEval have none)
 CORPUS_DATASETS = ("wcxb_dev", "pagetype", "fundus", "fundus_history", "magic_html_article",
@@ -51,12 +51,7 @@ def held_out_pages(hold: str | None = None, fold: int | None = None, folds: int 
     eval_records = load_records(list(eval_datasets))
     extra = load_records([n for n in train_datasets if n not in eval_datasets])
     if hold is not None:
-        held = LEAVE_OUT.get(hold, tuple(n for n in hold.split(",") if n))
-        unknown = sorted(set(held) - set(eval_datasets))
-        if unknown:
-            raise GrownupError(f"--hold {hold}: {', '.join(unknown)} not among the evaluated "
-                               f"sets ({', '.join(eval_datasets)})")
-        return leave_out_plan(eval_records, extra, held).test
+        return leave_out_plan(eval_records, extra, held_out_datasets(hold, eval_datasets)).test
     return site_cv_plan(eval_records, extra, folds, only=[fold])[0].test
 
 
