@@ -9,19 +9,19 @@ link behind.
 Three page-level decisions follow, each measured across sites (README, "Decisions"):
 
 - ``page_threshold``: the cut-off adapts to the page. Scores of one page split into two
-  groups (Otsu's criterion over its blocks, weighted by the log of their text length); the
-  cut-off between them is used, held within ``ADAPTIVE_BAND`` of the configured threshold, so
-  a page the model is unsure of as a whole loses less and the threshold knob still moves
-  precision against recall. With ``cut_weight="block-chars"`` each block counts once, weighted
-  by its characters: the long paragraphs decide the split, not the many short menu items and
-  widget lines (what the block rescorer's file asks for on pages the page-type classifier calls
-  articles, ``BlockRescorer.decisions_for``).
+  groups (Otsu's criterion over its text-owning nodes, weighted by the log of their text
+  length); the cut-off between them is used, held within ``ADAPTIVE_BAND`` of the configured
+  threshold, so a page the model is unsure of as a whole loses less and the threshold knob
+  still moves precision against recall. ``block_threshold`` (``cut_weight="block-chars"``)
+  counts each block once, weighted by its characters: the long paragraphs decide the split,
+  not the many short menu items and widget lines. The block rescorer's file asks for it
+  (``BlockRescorer.decisions``); the content model alone measured better with the first.
 - ``main_container``: most of a page's content sits in one element (the article, the thread,
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
   just above the threshold.
   (On the block rescorer's probabilities, which already read where each block sits, the
-  rescorer's file switches this rule off and widens the band to 0.3: ``BlockRescorer.decisions``.)
+  rescorer's file switches this rule off and widens the band to 0.3.)
 - ``without_headline``: the headline is the article's ``title``, not the first line of its
   text; the kept headline element (``metadata.headline_node``) that opens the kept text is
   dropped from the body.
