@@ -25,7 +25,7 @@ import numpy as np
 from .dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
 
 __all__ = ["run_separators", "pre_roots", "pre_text", "DataTable", "data_tables", "table_text",
-           "text_units", "complete_blocks", "LAYOUT_CONTENT", "MAX_CELL_CHARS"]
+           "text_units", "article_mask", "complete_blocks", "LAYOUT_CONTENT", "MAX_CELL_CHARS"]
 
 # Block content that makes a table a layout table rather than data.
 LAYOUT_CONTENT = frozenset({"table", "p", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -265,6 +265,15 @@ def text_units(page: PageStructure, kept) -> list[tuple[int, int, str, int]]:
 
 # ----------------------------------------------------------------------------------------------
 # The extractor's mask
+
+
+def article_mask(page: PageStructure, scores, threshold: float, **decisions) -> np.ndarray:
+    """The nodes an article keeps: ``refine.content_mask``'s page-level ``decisions`` on
+    ``scores``, then code blocks and data tables completed (``complete_blocks``). The extractor
+    keeps these, and every evaluation scores the same."""
+    from .refine import content_mask
+
+    return complete_blocks(page, content_mask(page, scores, threshold, **decisions))
 
 
 def complete_blocks(page: PageStructure, keep) -> np.ndarray:

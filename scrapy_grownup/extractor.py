@@ -13,12 +13,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .alignment import assemble_text
-from .assembly import complete_blocks
+from .assembly import article_mask
 from .article import Article
 from .dom import PageStructure, parse_page
 from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
 from .limits import PageLimits
-from .refine import content_mask
 from .threads import DEFAULT_THREADS, check_threads, torch_threads
 
 logger = logging.getLogger(__name__)
@@ -266,11 +265,10 @@ class ArticleExtractor:
         if self.rescorer is not None:
             scores = self.rescorer.rescore(page, scores)
             decisions = self.rescorer.decisions
-        keep = content_mask(page, scores, self.threshold,
-                            self.refine if refine is None else refine, adaptive=self.adaptive,
-                            **decisions)
-        # Code blocks and data tables whole, so text and Markdown never show half of one.
-        keep = complete_blocks(page, keep)
+        # code blocks and data tables whole, so text and Markdown never show half of one
+        keep = article_mask(page, scores, self.threshold,
+                            refine=self.refine if refine is None else refine,
+                            adaptive=self.adaptive, **decisions)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
         if outputs is not None and outputs.get("roles") is not None:

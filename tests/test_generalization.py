@@ -597,3 +597,43 @@ def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"])
     assert "--skip-cv needs --hold" in str(exit_info.value.code)
+
+
+def test_evaluation_scores_the_text_the_extractor_returns():
+    """``grownup evaluate`` and ``fit-rescorer`` score the extractor's own article text: the
+    rescorer's stored decisions (its cut-off rule too) and the completed tables and code."""
+    from pathlib import Path
+
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.training import crosssite as C
+
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("*.html"))]
+    extractor = ArticleExtractor.from_pretrained("fast")
+    assert extractor.rescorer.cut_weight == "block-chars"
+    texts = C.model_texts(extractor, records, C.DEFAULT_VARIANTS[:1])["grownup"]
+    assert len(texts) == len(records) >= 5 and all(texts)
+    assert texts == [extractor.extract(r.html).text for r in records]
+
+
+def test_the_article_mask_completes_a_data_table_the_decisions_kept_most_of():
+    from scrapy_grownup.assembly import article_mask
+
+    cells = [("Alpha", "Ten"), ("Bravo", "Eleven"), ("Charlie", "Twelve"), ("Delta", "Thirteen")]
+    rows = "".join(f"<tr><td>{name} station</td><td>{rain} mm of rain fell overnight</td></tr>"
+                   for name, rain in cells)
+    page = parse_page(b"<html><body><article><p>" + b"Storm totals by station. " * 6
+                      + b"</p><table><tr><th>Station</th><th>Rain</th></tr>"
+                      + rows.encode() + b"</table></article></body></html>")
+    sure = {word: 0.9 for word in ("Storm", "Alpha", "Ten", "Bravo", "Eleven", "Charlie",
+                                   "Twelve")}
+    probs = _scored(page, default=0.0, **sure)
+    by_decisions = assemble_text(page, content_mask(page, probs, 0.5, adaptive=False))
+    kept = assemble_text(page, article_mask(page, probs, 0.5, adaptive=False))
+    assert "Twelve mm" in by_decisions and "Thirteen" not in by_decisions
+    assert "Rain" not in by_decisions
+    assert "Thirteen mm of rain" in kept and "Rain" in kept and "Delta station" in kept
+    alone = _scored(page, default=0.0, Storm=0.9)  # nothing to complete: the decisions' mask
+    np.testing.assert_array_equal(article_mask(page, alone, 0.5, adaptive=False),
+                                  content_mask(page, alone, 0.5, adaptive=False))

@@ -28,10 +28,11 @@ from typing import Callable, Sequence
 
 from .. import datasets
 from ..alignment import align_labels, assemble_text, perfect_filter_text
+from ..assembly import article_mask
 from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
-from ..refine import ADAPTIVE_BAND, content_mask
+from ..refine import ADAPTIVE_BAND
 from ..splits import site_folds, site_groups
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import AuxLabels, TrainConfig, fit_epochs
@@ -271,12 +272,15 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
             threshold = extractor.threshold
         rows = (rescored if rescore else parsed)[variant.visibility]
         # the rescorer's own decisions (a variant can still switch the container rule off)
-        container, band = ((variant.container and rescorer.container, rescorer.band)
-                           if rescore else (variant.container, ADAPTIVE_BAND))
+        container, band, cut_weight = (
+            (variant.container and rescorer.container, rescorer.band, rescorer.cut_weight)
+            if rescore else (variant.container, ADAPTIVE_BAND, "log-nodes"))
         out[variant.name] = [
-            assemble_text(p, content_mask(p, s, threshold, variant.refine, variant.blocks,
-                                          container, variant.repeats, variant.adaptive,
-                                          variant.headline, variant.byline, band))
+            assemble_text(p, article_mask(p, s, threshold, refine=variant.refine,
+                                          blocks=variant.blocks, container=container,
+                                          repeats=variant.repeats, adaptive=variant.adaptive,
+                                          headline=variant.headline, byline=variant.byline,
+                                          band=band, cut_weight=cut_weight))
             if p is not None else "" for p, s in rows]
     return out
 

@@ -7,10 +7,10 @@ from typing import Sequence
 import numpy as np
 
 from ..alignment import assemble_text
+from ..assembly import article_mask
 from ..dom import PageStructure
 from ..extractor import node_probabilities
 from ..metrics import lcs_f1, shingle_f1
-from ..refine import content_mask
 from ..store import GraphStore
 
 
@@ -36,7 +36,7 @@ def text_scores(pages: Sequence[PageStructure], golds: Sequence[str],
                 probs: Sequence[np.ndarray], threshold: float = 0.5,
                 refine: bool = False) -> dict:
     """LCS P/R/F1 (the paper's metric) and word-4-shingle F1 of the extracted texts."""
-    texts = [assemble_text(p, content_mask(p, s, threshold, refine))
+    texts = [assemble_text(p, article_mask(p, s, threshold, refine=refine))
              for p, s in zip(pages, probs)]
     return scores_for_texts(texts, golds)
 

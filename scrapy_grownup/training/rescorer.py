@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..alignment import align_labels, assemble_text
+from ..assembly import article_mask
 from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
                               block_features)
 from ..errors import GrownupError
-from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of, content_mask
+from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of
 from .command import add_run_arguments, report, standalone
 from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
                         leave_out_plan, load_records, record_key, score_page, site_cv_plan,
@@ -209,7 +210,7 @@ def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshol
         else:
             probs = rescorer.rescore(p.page, p.probs)
             options = {**rescorer.decisions, **options}
-        out.append(assemble_text(p.page, content_mask(p.page, probs, threshold, **options)))
+        out.append(assemble_text(p.page, article_mask(p.page, probs, threshold, **options)))
     return out
 
 
