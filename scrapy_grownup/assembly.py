@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
+from .refine import content_mask
 
 __all__ = ["run_separators", "pre_roots", "pre_text", "DataTable", "data_tables", "table_text",
            "text_units", "article_mask", "complete_blocks", "LAYOUT_CONTENT", "MAX_CELL_CHARS"]
@@ -271,8 +272,6 @@ def article_mask(page: PageStructure, scores, threshold: float, **decisions) -> 
     """The nodes an article keeps: ``refine.content_mask``'s page-level ``decisions`` on
     ``scores``, then code blocks and data tables completed (``complete_blocks``). The extractor
     keeps these, and every evaluation scores the same."""
-    from .refine import content_mask
-
     return complete_blocks(page, content_mask(page, scores, threshold, **decisions))
 
 

@@ -177,7 +177,7 @@ def test_the_file_round_trips_and_refuses_other_features(tmp_path):
 
 def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup import refine as refine_module
+    from scrapy_grownup import assembly as assembly_module
 
     html = PAGE.replace("<p>All", "<p>Copyright 2026. All")
     plain = ArticleExtractor.from_pretrained("fast", rescore=False)
@@ -187,8 +187,8 @@ def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     assert rescored.threshold == rescored.rescorer.cut
     assert rescored.rescorer.feature_threshold == plain.threshold
     decided = []
-    real_mask = refine_module.content_mask
-    monkeypatch.setattr(refine_module, "content_mask",
+    real_mask = assembly_module.content_mask  # what article_mask calls
+    monkeypatch.setattr(assembly_module, "content_mask",
                         lambda *a, **kw: decided.append(kw) or real_mask(*a, **kw))
     article = rescored.extract(html, url="https://news.test/bridge")
     assert PARAGRAPH in article.text and "engineers' report for details" in article.text
