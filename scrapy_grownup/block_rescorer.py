@@ -27,7 +27,7 @@ from .attribute_cues import CUE_NAMES, attribute_cues
 from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
-from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, CUT_WEIGHTS, block_of, block_scores,
+from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, check_cut_weight,
                      page_threshold)
 from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
@@ -193,9 +193,7 @@ class BlockRescorer:
         self.feature_names = tuple(feature_names)
         self.container = bool(container)
         self.band = float(band)
-        if cut_weight not in CUT_WEIGHTS:
-            raise ValueError(f"cut_weight must be one of {CUT_WEIGHTS}, not {cut_weight!r}")
-        self.cut_weight = cut_weight
+        self.cut_weight = check_cut_weight(cut_weight)
 
     @property
     def decisions(self) -> dict:
@@ -232,11 +230,11 @@ class BlockRescorer:
                 raise ValueError(f"{path}: block rescorer for block features version "
                                  f"{version!r} (and page signals); this package computes "
                                  f"{ours!r}")
-            # files written before the decisions were stored used the content model's
-            decisions = {"container": bool(f["container"]) if "container" in f.files else True,
-                         "band": float(f["band"]) if "band" in f.files else ADAPTIVE_BAND,
-                         "cut_weight": str(f["cut_weight"]) if "cut_weight" in f.files
-                         else "log-nodes"}
+            # a file written before a decision was stored gets the constructor's default,
+            # the content model's own
+            decisions = {name: cast(f[name]) for name, cast in
+                         (("container", bool), ("band", float), ("cut_weight", str))
+                         if name in f.files}
             return cls(BoostedTrees.from_arrays(f), float(f["cut"]),
                        float(f["feature_threshold"]), float(f["floor"]), names, **decisions)
 

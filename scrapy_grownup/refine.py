@@ -74,8 +74,7 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     their fields (``byline``), and optionally refined to the largest content group
     (``refine``). ``cut_weight``: how ``page_threshold`` weighs the page's scores
     (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
-    if cut_weight not in CUT_WEIGHTS:
-        raise ValueError(f"cut_weight must be one of {CUT_WEIGHTS}, not {cut_weight!r}")
+    check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
@@ -96,6 +95,13 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     if byline:
         keep = without_byline(page, keep, block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
+
+
+def check_cut_weight(cut_weight: str) -> str:
+    """``cut_weight`` itself, or ``ValueError`` when it is not one of ``CUT_WEIGHTS``."""
+    if cut_weight not in CUT_WEIGHTS:
+        raise ValueError(f"cut_weight must be one of {CUT_WEIGHTS}, not {cut_weight!r}")
+    return cut_weight
 
 
 def block_of(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:

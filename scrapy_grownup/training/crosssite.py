@@ -32,7 +32,6 @@ from ..assembly import article_mask
 from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
-from ..refine import ADAPTIVE_BAND
 from ..splits import site_folds, site_groups
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import AuxLabels, TrainConfig, fit_epochs
@@ -272,15 +271,13 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
             threshold = extractor.threshold
         rows = (rescored if rescore else parsed)[variant.visibility]
         # the rescorer's own decisions (a variant can still switch the container rule off)
-        container, band, cut_weight = (
-            (variant.container and rescorer.container, rescorer.band, rescorer.cut_weight)
-            if rescore else (variant.container, ADAPTIVE_BAND, "log-nodes"))
+        decisions = {**rescorer.decisions, "container": variant.container and rescorer.container} \
+            if rescore else {"container": variant.container}
         out[variant.name] = [
             assemble_text(p, article_mask(p, s, threshold, refine=variant.refine,
-                                          blocks=variant.blocks, container=container,
-                                          repeats=variant.repeats, adaptive=variant.adaptive,
-                                          headline=variant.headline, byline=variant.byline,
-                                          band=band, cut_weight=cut_weight))
+                                          blocks=variant.blocks, repeats=variant.repeats,
+                                          adaptive=variant.adaptive, headline=variant.headline,
+                                          byline=variant.byline, **decisions))
             if p is not None else "" for p, s in rows]
     return out
 
