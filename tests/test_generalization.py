@@ -594,9 +594,12 @@ def test_per_page_scores_round_trip(tmp_path):
 def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
     from scrapy_grownup.cli import main
 
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"])
-    assert "--skip-cv needs --hold" in str(exit_info.value.code)
+    assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"]) == 2
+    assert capsys.readouterr().err.strip() == "grownup fit-rescorer: error: --skip-cv needs --hold"
+    # a misspelt --cv-dir: one line before any page is loaded, no traceback
+    assert main(["fit-rescorer", "--cv-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"grownup fit-rescorer: error: --cv-dir {tmp_path / 'none'}: no such directory"
 
 
 def test_evaluation_scores_the_text_the_extractor_returns():

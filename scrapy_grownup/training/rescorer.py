@@ -233,8 +233,10 @@ def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
 
 def run_rescorer(args) -> dict:
     if args.skip_cv and not args.hold:
-        raise SystemExit("grownup fit-rescorer: --skip-cv needs --hold")
+        raise GrownupError("--skip-cv needs --hold")
     cv_dir = Path(args.cv_dir)
+    if not cv_dir.is_dir():
+        raise GrownupError(f"--cv-dir {cv_dir}: no such directory")
     scores_path = Path(args.scores) if args.scores else None
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
@@ -248,7 +250,7 @@ def run_rescorer(args) -> dict:
     for plan in plans:
         model_dir = cv_dir / plan.name / "model"
         if not (model_dir / "config.json").is_file():
-            raise SystemExit(f"grownup fit-rescorer: no fold model in {model_dir}")
+            raise GrownupError(f"no fold model in {model_dir}")
         folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
     result: dict = {"protocols": {}}
     if not args.skip_cv:
@@ -267,7 +269,7 @@ def run_rescorer(args) -> dict:
         plan = leave_out_plan(eval_records, extra_records, LEAVE_OUT[held])
         model_dir = leave_out_dir / plan.name / "model"
         if not (model_dir / "config.json").is_file():
-            raise SystemExit(f"grownup fit-rescorer: no leave-out model in {model_dir}")
+            raise GrownupError(f"no leave-out model in {model_dir}")
         pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
         plan_scores = measure(pages, fit(everything, args, keys=plan.train_keys), args)
         if scores_path is not None:
@@ -275,7 +277,7 @@ def run_rescorer(args) -> dict:
         result["protocols"][plan.name] = summary(plan_scores)
     if args.out:
         if not args.model:
-            raise SystemExit("grownup fit-rescorer: --out needs --model")
+            raise GrownupError("--out needs --model")
         from ..extractor import resolve_model_dir
 
         source, out = resolve_model_dir(args.model), Path(args.out)
