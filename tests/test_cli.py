@@ -270,3 +270,20 @@ def test_extract_comments_switch(tmp_path):
     assert "\nComments:\n" in outputs["text", True] and "reader0" in outputs["text", True]
     assert outputs["text", True].startswith(outputs["text", False].rstrip("\n"))
     assert "\n## Comments\n" in outputs["markdown", True]
+
+
+def test_user_errors_of_the_corpus_and_training_commands_are_one_line(tmp_path, capsys):
+    """``grownup warc`` and the training commands report a user's error like ``extract``
+    does: one line naming the command, exit status 2, no traceback; ``python -m`` entry
+    points (``training.command.standalone``) too."""
+    from scrapy_grownup.training import rescorer
+
+    archive = tmp_path / "pages.warc.gz"
+    archive.write_bytes(b"")
+    assert main(["warc", str(archive), "--output", str(tmp_path / "out"), "-s", "NOEQUALS"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "grownup warc: error: -s expects NAME=VALUE, not 'NOEQUALS'"
+    missing = tmp_path / "no-folds"
+    assert rescorer.main(["--cv-dir", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"grownup fit-rescorer: error: --cv-dir {missing}: no such directory"

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Callable
+
+from ..errors import GrownupError
 
 
 def report(args, compute: Callable[[argparse.Namespace], dict],
@@ -34,7 +37,12 @@ def standalone(prog: str, doc: str | None, add_arguments, run, argv: list[str] |
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run(args)
+    try:
+        return run(args)
+    except GrownupError as exc:  # a user's error: one line, as ``grownup`` prints it
+        print(f"{prog}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr)
+        return 2
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

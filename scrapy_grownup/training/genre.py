@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import datasets
+from ..errors import GrownupError
 from ..extractor import resolve_model_dir
 from ..limits import PageLimits
 from ..store import GraphStore
@@ -213,7 +214,7 @@ def cross_validate(args) -> dict:
         # Fit only the genre head on the --init model's frozen features (what `grownup
         # fit-heads` ships): one backbone pass over every page, then seconds per fold.
         if init is None:
-            raise SystemExit("--frozen needs --init (the content model whose backbone is kept)")
+            raise GrownupError("--frozen needs --init (the content model whose backbone is kept)")
         frozen = GrownUpModel(init.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
                                                   genre_readout="content_pooled"))
         frozen.backbone.load_state_dict(init.backbone.state_dict())
@@ -293,7 +294,7 @@ def model_holdout(args) -> dict:
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)
     if model.genre_head is None:
-        raise SystemExit(f"{directory}: the model has no genre head")
+        raise GrownupError(f"{directory}: the model has no genre head")
     names = model.genre_names
     store, info = genre_corpus(corpus_encoder(model.config.encoder), workers=args.workers)
     y = np.asarray(info["genres"], dtype=np.int64)

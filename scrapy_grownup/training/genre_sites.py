@@ -259,7 +259,7 @@ def site_cv(args) -> dict:
     arms = [a for a in args.arms.split(",") if a]
     unknown = set(arms) - set(ARMS)
     if unknown:
-        raise SystemExit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
+        raise GrownupError(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
     fold_dirs = [Path(args.fold_models) / plan.name / "model" for plan in plans]
     first = GrownUpModel.from_pretrained(resolve_model_dir(str(fold_dirs[0])))
     encoder = corpus_encoder(first.config.encoder)
@@ -327,7 +327,7 @@ def _fold_backbone(fold_dir: Path, plan_name: str, store, batch_nodes: int):
     doc = GrownUpModel.read_config(directory)[1]
     trained_for = (doc.get("metadata") or {}).get("plan")
     if trained_for not in (None, plan_name):
-        raise SystemExit(f"{fold_dir}: a model of plan {trained_for}, not {plan_name}")
+        raise GrownupError(f"{fold_dir}: a model of plan {trained_for}, not {plan_name}")
     model = genre_model(GrownUpModel.from_pretrained(directory))
     key = hashlib.sha1(json.dumps([doc.get("weights_sha256"), store.ids,
                                    store.page_ptr[-1].item()]).encode()).hexdigest()[:16]

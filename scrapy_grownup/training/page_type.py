@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import GrownupError
 from ..page_signals import SIGNAL_DIM
 from ..page_type_classifier import PAGE_TYPE_FILE
 from .command import add_run_arguments, report, standalone
@@ -62,8 +63,8 @@ def fit_command(args) -> dict:
     model = GrownUpModel.from_pretrained(source)
     names = list(model.genre_names or GENRES)
     if names != list(GENRES):
-        raise SystemExit(f"grownup fit-page-type: the model's page types {names} are not "
-                         f"the set's {list(GENRES)}")
+        raise GrownupError(f"the model's page types {names} are not "
+                           f"the set's {list(GENRES)}")
     records = load_records([args.dataset], limit=args.limit)
     store, info = site_corpus(records, corpus_encoder(model.config.encoder),
                               workers=args.workers)

@@ -274,7 +274,7 @@ def run_model_holdout(args) -> dict:
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)
     if model.role_head is None:
-        raise SystemExit(f"{directory}: the model has no role head")
+        raise GrownupError(f"{directory}: the model has no role head")
     encoder = corpus_encoder(model.config.encoder)
     store, roles, hosts = l3s_store(encoder, workers=args.workers)
     held = set(heldout_ids("l3s_gn1"))

@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 
+from ..errors import GrownupError
 from .settings import WARC_DEFAULTS
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def _settings(args) -> dict:
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"grownup warc: -s expects NAME=VALUE, not {item!r}")
+            raise GrownupError(f"-s expects NAME=VALUE, not {item!r}")
         settings[name.strip()] = value
     return settings
 
