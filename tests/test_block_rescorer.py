@@ -244,3 +244,41 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
     assert not split_columns(fit(pages, args)) & cues
     assert len(ablated_columns(["signals"])) == sum(
         name.startswith("page_signal_") for name in BLOCK_FEATURE_NAMES)
+
+
+def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
+    """``--block-weight page-log-chars``: every page's blocks weigh one in total, so a page of
+    many short blocks does not outweigh an article; ``--floor``: blocks under it are not fitted
+    and the rescorer stores the floor it was fitted with."""
+    from types import SimpleNamespace
+
+    from scrapy_grownup.training.rescorer import add_arguments, block_weights, fit
+
+    def page(chars, scores):
+        X = np.zeros((len(chars), len(BLOCK_FEATURE_NAMES)), np.float32)
+        X[:, COLUMN["log_chars"]] = np.log1p(chars) / 10
+        X[:, COLUMN["score"]] = scores
+        return SimpleNamespace(page=object(), roots=np.arange(len(chars)), features=X,
+                               labels=(np.asarray(scores) > 0.5).astype(float), record=None)
+
+    menu = page([12.0] * 400, [0.2] * 400)
+    article = page([600.0] * 20, [0.9] * 20)
+    log = block_weights([menu, article], "log-chars")
+    assert log[:400].sum() > 5 * log[400:].sum()  # the menu page outweighs the article
+    balanced = block_weights([menu, article], "page-log-chars")
+    assert balanced[:400].sum() == pytest.approx(balanced[400:].sum())
+    chars = block_weights([page([100.0, 300.0], [0.9, 0.9])], "page-chars")
+    assert chars[1] == pytest.approx(3 * chars[0], rel=0.01)
+
+    rng = np.random.default_rng(0)
+    pages = [page(rng.uniform(5, 500, 50), rng.uniform(0.0, 1.0, 50)) for _ in range(20)]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--cv-dir", "unused", "--trees", "5", "--floor", "0.3",
+                              "--block-weight", "page-log-chars"])
+    rescorer = fit(pages, args)
+    assert rescorer.floor == 0.3
+    # what the trees were fitted on: no block under the floor, so no split below it on "score"
+    score_splits = rescorer.trees.threshold[(rescorer.trees.feature == COLUMN["score"])
+                                            & np.isfinite(rescorer.trees.threshold)]
+    assert len(score_splits) and score_splits.min() >= 0.3

@@ -87,6 +87,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--container", action=argparse.BooleanOptionalAction, default=False,
                    help="drop rescored blocks outside the page's main container unless sure "
                         "(default: no: the rescorer already reads where each block sits)")
+    p.add_argument("--floor", type=float, default=FLOOR,
+                   help="blocks the content model scores under this keep their score and are "
+                        f"not fitted on (default: {FLOOR})")
+    p.add_argument("--block-weight", choices=BLOCK_WEIGHTS, default="log-chars",
+                   help="how the fit weighs each block (default: log-chars)")
     p.add_argument("--trees", type=int, default=200, help="boosting iterations (default: 200)")
     p.add_argument("--depth", type=int, default=8, help="tree depth (default: 8)")
     p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
@@ -171,18 +176,35 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
             else ScoredPage(r, None, None, threshold) for r, p in zip(plan.test, pages)]
 
 
+BLOCK_WEIGHTS = ("log-chars", "page-log-chars", "page-chars")
+
+
+def block_weights(pages: list[ScoredPage], how: str) -> np.ndarray:
+    """Each block's weight in the fit: ``log-chars``, the log of its text length (as the page
+    cut-off weighed blocks before); ``page-log-chars``, the same, each page's blocks (those
+    under the floor counted too) summing to the same total (the benchmark averages per-page F1,
+    so a page of 400 short blocks should not outweigh an article of 20); ``page-chars``, its
+    share of its page's characters."""
+    out = []
+    for p in pages:
+        log_chars = p.features[:, 3].astype(np.float64) * 10  # "log_chars": log1p(chars) / 10
+        w = np.expm1(log_chars) if how == "page-chars" else log_chars
+        out.append(w / max(w.sum(), 1e-9) * 100 if how.startswith("page-") else w)
+    return np.concatenate(out)
+
+
 def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer:
-    """A rescorer fitted on the blocks of ``pages`` (those whose record key is in ``keys``);
-    each block weighs the log of its text length, as the page cut-off weighs it."""
+    """A rescorer fitted on the blocks of ``pages`` (those whose record key is in ``keys``)
+    that the content model scores at least ``args.floor``, weighed by ``block_weights``."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     use = [p for p in pages if p.page is not None and len(p.roots)
            and (keys is None or record_key(p.record) in keys)]
     X = np.concatenate([p.features for p in use])
     y = np.concatenate([p.labels for p in use]) > 0.5
-    judged = X[:, 0] >= FLOOR  # the column "score": lower blocks keep theirs when serving
-    X, y = X[judged], y[judged]
-    weight = X[:, 3] * 10  # the column "log_chars": log1p(characters) / 10
+    weight = block_weights(use, args.block_weight)
+    judged = X[:, 0] >= args.floor  # the column "score": lower blocks keep theirs when serving
+    X, y, weight = X[judged], y[judged], weight[judged]
     X[:, ablated_columns(args.without)] = 0.0  # a constant column: no tree splits on it
     # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
     # a split by block rather than by site
@@ -192,7 +214,7 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
         early_stopping=False, random_state=args.seed)
     model.fit(X, y, sample_weight=weight)
     return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
-                                      container=args.container, band=args.band,
+                                      floor=args.floor, container=args.container, band=args.band,
                                       cut_weight=args.cut_weight)
 
 
@@ -288,8 +310,8 @@ def run_rescorer(args) -> dict:
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
-        "folds", "threshold", "cut", "band", "cut_weight", "container", "trees", "depth",
-        "leaves", "learning_rate", "without")}
+        "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
+        "trees", "depth", "leaves", "learning_rate", "without")}
     return result
 
 
