@@ -247,7 +247,7 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
 
 
 def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
-    """``--block-weight page-log-chars``: every page's blocks weigh one in total, so a page of
+    """``--block-weight page-log-chars``: every page's blocks weigh the same in total, so a page of
     many short blocks does not outweigh an article; ``--floor``: blocks under it are not fitted
     and the rescorer stores the floor it was fitted with."""
     from types import SimpleNamespace
@@ -269,6 +269,8 @@ def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
     assert balanced[:400].sum() == pytest.approx(balanced[400:].sum())
     chars = block_weights([page([100.0, 300.0], [0.9, 0.9])], "page-chars")
     assert chars[1] == pytest.approx(3 * chars[0], rel=0.01)
+    with pytest.raises(ValueError, match="block weight 'chars'"):
+        block_weights([menu], "chars")
 
     rng = np.random.default_rng(0)
     pages = [page(rng.uniform(5, 500, 50), rng.uniform(0.0, 1.0, 50)) for _ in range(20)]

@@ -185,10 +185,14 @@ def block_weights(pages: list[ScoredPage], how: str) -> np.ndarray:
     under the floor counted too) summing to the same total (the benchmark averages per-page F1,
     so a page of 400 short blocks should not outweigh an article of 20); ``page-chars``, its
     share of its page's characters."""
+    if how not in BLOCK_WEIGHTS:
+        raise ValueError(f"block weight {how!r}: one of {', '.join(BLOCK_WEIGHTS)}")
     out = []
     for p in pages:
         log_chars = p.features[:, 3].astype(np.float64) * 10  # "log_chars": log1p(chars) / 10
         w = np.expm1(log_chars) if how == "page-chars" else log_chars
+        # a page totals 100: per-block weights stay near log-chars' scale, far above the
+        # trees' minimum hessian to split
         out.append(w / max(w.sum(), 1e-9) * 100 if how.startswith("page-") else w)
     return np.concatenate(out)
 
