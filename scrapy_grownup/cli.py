@@ -507,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"model name or directory (repeatable; default: {DEFAULT_MODEL})")
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
     p.add_argument("--limit", type=int, default=None, help="pages per dataset")
-    p.add_argument("--no-trafilatura", action="store_true")
+    p.add_argument("--no-trafilatura", action="store_true",
+                   help="leave trafilatura out (every protocol)")
     p.add_argument("--no-embedding-cache", action="store_true",
                    help="do not keep a model encoder's vectors under ~/.cache/scrapy_grownup")
     p.add_argument("--json", default=None, help="also write rows as JSON lines here")

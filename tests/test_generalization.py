@@ -524,6 +524,13 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     after = scores.read_text().splitlines()
     assert after[:len(kept)] == kept
     assert sorted(after[len(kept):]) == sorted(set(before) - set(kept))
+    # --no-baselines: a baseline's missing rows stay missing, and its column leaves the table
+    kept = [line for line in after if json.loads(line)["method"] != "trafilatura"]
+    scores.write_text("\n".join(kept) + "\n")
+    capsys.readouterr()
+    assert main(argv + ["--no-baselines"]) == 0
+    assert scores.read_text().splitlines() == kept
+    assert "trafilatura" not in capsys.readouterr().out
 
 
 def test_trainer_dev_split_holds_whole_sites():

@@ -595,6 +595,14 @@ def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
 PROTOCOLS = ("in-domain", "site-cv", "leave-out", "model")
 
 
+def chosen_baselines(no_baselines: bool, no_trafilatura: bool) -> tuple[str, ...]:
+    """The baselines a cross-site run scores beside the model (``--no-baselines``,
+    ``--no-trafilatura``)."""
+    if no_baselines:
+        return ()
+    return tuple(b for b in BASELINES if not (no_trafilatura and b == "trafilatura"))
+
+
 def add_arguments(p) -> None:
     """The cross-site options of ``grownup evaluate``."""
     p.add_argument("--protocol", choices=PROTOCOLS, default="in-domain",
@@ -636,6 +644,9 @@ def add_arguments(p) -> None:
                         "model (grownup pretrain's OUT/best); refused where its corpus holds "
                         "pages of a test site")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="site-cv / leave-out / model: score neither trafilatura nor readability "
+                        "(--no-trafilatura leaves out trafilatura only)")
 
 
 def run(args) -> int:
@@ -645,11 +656,12 @@ def run(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     eval_names = [n for n in args.eval_datasets.split(",") if n]
     out = Path(args.out)
+    baselines = chosen_baselines(args.no_baselines, args.no_trafilatura)
     if args.protocol == "model":
         from ..extractor import ArticleExtractor
 
         records = load_records(eval_names, limit=args.limit)
-        scores = baseline_scores(records)
+        scores = baseline_scores(records, baselines)
         for name in args.model:
             extractor = ArticleExtractor.from_pretrained(name, device=args.device)
             texts = model_texts(extractor, records)
@@ -676,7 +688,7 @@ def run(args) -> int:
             cfg["init"] = str(args.init)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
                                threshold=args.threshold)
-        scores = run_plans(plans, everything, trainer, out / args.protocol)
+        scores = run_plans(plans, everything, trainer, out / args.protocol, baselines=baselines)
     rows = summary(scores)
     print(format_summary(rows))
     if args.json:
