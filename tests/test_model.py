@@ -234,6 +234,38 @@ def test_random_flip_positions():
     torch.testing.assert_close(again.x_pos, batch.x_pos)
 
 
+def test_drop_attributes_zeroes_whole_pages_and_nothing_else():
+    from scrapy_grownup.training.loop import drop_attributes
+
+    pages = [tree_page(5, seed=n) for n in range(40)]
+    batch = Batch.from_data_list(pages)
+    assert batch.x_class.abs().sum(1).gt(0).all() and batch.x_id.abs().sum(1).gt(0).all()
+    before = batch.clone()
+    drop_attributes(batch, 0.5, torch.Generator().manual_seed(0))
+    dropped = [bool((batch.x_class[batch.batch == g] == 0).all()) for g in range(40)]
+    for g, gone in enumerate(dropped):
+        rows = batch.batch == g
+        if gone:  # a page loses its class and its id vectors together
+            assert (batch.x_id[rows] == 0).all()
+        else:
+            torch.testing.assert_close(batch.x_class[rows], before.x_class[rows])
+            torch.testing.assert_close(batch.x_id[rows], before.x_id[rows])
+    assert 8 <= sum(dropped) <= 32
+    for name in ("x_text", "x_struct", "x_pos"):  # only class and id are touched
+        torch.testing.assert_close(getattr(batch, name), getattr(before, name))
+    untouched = before.clone()
+    drop_attributes(untouched, 0.0, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(untouched.x_class, before.x_class)
+
+
+def test_attribute_dropout_outside_0_1_is_one_line(capsys):
+    from scrapy_grownup.cli import main
+
+    assert main(["evaluate", "--protocol", "site-cv", "--attribute-dropout", "1.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["grownup evaluate: error: --attribute-dropout 1.5: a share between 0 and 1"]
+
+
 # -- heads and loss -----------------------------------------------------------------------------
 
 def test_li_arcface_logits_by_hand():

@@ -630,6 +630,9 @@ def add_arguments(p) -> None:
                    help="loss weight of content nodes (2 measured better than 1 across sites)")
     p.add_argument("--threshold", type=float, default=0.4,
                    help="site-cv / leave-out: content probability cut-off of the fold models")
+    p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
+                   help="site-cv / leave-out: share of training pages whose class and id "
+                        "vectors are zeroed per batch (default: 0, the recipe)")
     p.add_argument("--no-layout", action="store_true",
                    help="train without the layout features (the ablation arm)")
     p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
@@ -654,6 +657,9 @@ def run(args) -> int:
     import torch
 
     torch.set_num_threads(max(1, args.threads))
+    if not 0 <= args.attribute_dropout <= 1:
+        raise GrownupError(f"--attribute-dropout {args.attribute_dropout}: a share between 0 "
+                           "and 1")
     eval_names = [n for n in args.eval_datasets.split(",") if n]
     out = Path(args.out)
     baselines = chosen_baselines(args.no_baselines, args.no_trafilatura)
@@ -684,6 +690,8 @@ def run(args) -> int:
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
                "threads": args.threads, "device": args.device or "cpu",
                "pos_weight": args.pos_weight, "layout": not args.no_layout, "seed": args.seed}
+        if args.attribute_dropout:
+            cfg["attribute_dropout"] = args.attribute_dropout
         if args.init:
             cfg["init"] = str(args.init)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,

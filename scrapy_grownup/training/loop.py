@@ -42,6 +42,9 @@ class TrainConfig:
     device: str = "cpu"  # where fit_epochs trains ("cuda" on a GPU machine)
     overrides: dict = field(default_factory=dict)  # ModelConfig fields
     content_weight: float = 1.0
+    # Share of training pages whose class and id vectors are zeroed for a batch: the model must
+    # also judge pages whose class names it has never seen (a site's own vocabulary).
+    attribute_dropout: float = 0.0
     # Datasets whose content labels train the content head (None: all); the others only train
     # the genre / role heads (L3S-GN1's gold leaves captions and the like out, which made the
     # content head drop recall on every test set).
@@ -127,6 +130,18 @@ def role_class_weights(model, store: GraphStore, indices, aux: AuxLabels, cfg: T
     return torch.tensor(weights, dtype=torch.float32) if weights is not None else None
 
 
+def drop_attributes(batch, share: float, generator) -> None:
+    """Zero the class and id vectors of each page of ``batch`` with probability ``share``
+    (whole pages: a page keeps all its class names or none), in place."""
+    import torch
+
+    dropped = torch.rand(batch.num_graphs, generator=generator) < share
+    nodes = dropped[batch.batch]
+    if nodes.any():
+        batch.x_class[nodes] = 0.0
+        batch.x_id[nodes] = 0.0
+
+
 def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
                 optimizer, epoch: int, role_weights=None, scheduler=None,
                 progress=None) -> dict[str, float]:
@@ -150,6 +165,8 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
         chosen = [indices[k] for k in batch_ids]
         batch = store.collate(chosen)
         random_flip_positions(batch, generator)  # on the CPU: the generator's device
+        if cfg.attribute_dropout > 0:
+            drop_attributes(batch, cfg.attribute_dropout, generator)
         genre_y, role_y = aux.targets(store, chosen)
         if cfg.device != "cpu":
             batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
