@@ -496,7 +496,7 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     out = tmp_path / "cv"
     argv = ["evaluate", "--protocol", "site-cv", "--eval-datasets", "magic_html_forum",
             "--train-datasets", "", "--folds", "2", "--epochs", "1", "--limit", "40",
-            "--out", str(out), "--json", str(tmp_path / "rows.jsonl")]
+            "--average-last", "1", "--out", str(out), "--json", str(tmp_path / "rows.jsonl")]
     assert main(argv) == 0
     table = capsys.readouterr().out
     assert "all:all" in table and "trafilatura" in table and "grownup" in table
@@ -510,6 +510,8 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     assert overall["perfect filter"]["bow_f1"] > 0.8
     for fold in ("fold0", "fold1"):
         assert (out / "site-cv" / fold / "model" / "config.json").is_file()
+    saved = json.loads((out / "site-cv" / "fold0" / "model" / "config.json").read_text())
+    assert saved["metadata"]["train"]["average_last"] == 1  # the averaged weights were saved
     # a re-run resumes from the saved per-page scores: nothing is trained again
     mtime = (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime
     scores = out / "site-cv" / "scores.jsonl"

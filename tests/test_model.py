@@ -266,6 +266,45 @@ def test_attribute_dropout_outside_0_1_is_one_line(capsys):
     assert err == ["grownup evaluate: error: --attribute-dropout 1.5: a share between 0 and 1"]
 
 
+def test_average_last_keeps_the_mean_of_the_last_epochs_steps(monkeypatch):
+    """fit_epochs with average_last=k ends with the mean of the weights after every step of
+    the last k epochs (here each fake step sets every weight to 10 * epoch + step)."""
+    from scrapy_grownup.training import loop
+
+    class Store:
+        def num_nodes(self, i):
+            return 5
+
+    def fake_epoch(model, store, indices, aux, cfg, optimizer, epoch, role_weights, scheduler,
+                   after_step=None):
+        for step in (1, 2):
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.fill_(10.0 * epoch + step)
+            if after_step is not None:
+                after_step()
+        return {"loss": 0.0}
+
+    monkeypatch.setattr(loop, "train_epoch", fake_epoch)
+    for average_last, expected in ((0, 32.0), (1, 31.5), (2, 26.5), (3, 21.5)):
+        model = tiny_model()
+        cfg = loop.TrainConfig(out="unused", epochs=3, average_last=average_last)
+        loop.fit_epochs(model, Store(), [0, 1], None, cfg)  # no role loss: no labels read
+        assert all(torch.allclose(p, torch.full_like(p, expected)) for p in model.parameters())
+    with pytest.raises(ValueError, match="average_last 4"):
+        loop.fit_epochs(tiny_model(), Store(), [0], None,
+                        loop.TrainConfig(out="unused", epochs=3, average_last=4))
+
+
+def test_average_last_beyond_the_epochs_is_one_line(capsys):
+    from scrapy_grownup.cli import main
+
+    assert main(["evaluate", "--protocol", "site-cv", "--epochs", "4",
+                 "--average-last", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["grownup evaluate: error: --average-last 5: between 0 and --epochs (4)"]
+
+
 # -- heads and loss -----------------------------------------------------------------------------
 
 def test_li_arcface_logits_by_hand():

@@ -633,6 +633,10 @@ def add_arguments(p) -> None:
     p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
                    help="site-cv / leave-out: share of training pages whose class and id "
                         "vectors are zeroed per batch (default: 0, the recipe)")
+    p.add_argument("--average-last", type=int, default=0, metavar="EPOCHS",
+                   help="site-cv / leave-out: keep the mean of the weights over every step of "
+                        "the last EPOCHS epochs (stochastic weight averaging; default: 0, the "
+                        "last step's weights)")
     p.add_argument("--no-layout", action="store_true",
                    help="train without the layout features (the ablation arm)")
     p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
@@ -660,6 +664,9 @@ def run(args) -> int:
     if not 0 <= args.attribute_dropout <= 1:
         raise GrownupError(f"--attribute-dropout {args.attribute_dropout}: a share between 0 "
                            "and 1")
+    if not 0 <= args.average_last <= args.epochs:
+        raise GrownupError(f"--average-last {args.average_last}: between 0 and --epochs "
+                           f"({args.epochs})")
     eval_names = [n for n in args.eval_datasets.split(",") if n]
     out = Path(args.out)
     baselines = chosen_baselines(args.no_baselines, args.no_trafilatura)
@@ -692,6 +699,8 @@ def run(args) -> int:
                "pos_weight": args.pos_weight, "layout": not args.no_layout, "seed": args.seed}
         if args.attribute_dropout:
             cfg["attribute_dropout"] = args.attribute_dropout
+        if args.average_last:
+            cfg["average_last"] = args.average_last
         if args.init:
             cfg["init"] = str(args.init)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,

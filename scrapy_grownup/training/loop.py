@@ -45,6 +45,11 @@ class TrainConfig:
     # Share of training pages whose class and id vectors are zeroed for a batch: the model must
     # also judge pages whose class names it has never seen (a site's own vocabulary).
     attribute_dropout: float = 0.0
+    # fit_epochs: the saved weights are the mean of the weights after every optimizer step of
+    # the last ``average_last`` epochs (stochastic weight averaging, as SWAD does for domain
+    # generalization: a flatter solution that should carry better to unseen sites); 0: the
+    # last step's weights.
+    average_last: int = 0
     # Datasets whose content labels train the content head (None: all); the others only train
     # the genre / role heads (L3S-GN1's gold leaves captions and the like out, which made the
     # content head drop recall on every test set).
@@ -144,11 +149,12 @@ def drop_attributes(batch, share: float, generator) -> None:
 
 def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConfig,
                 optimizer, epoch: int, role_weights=None, scheduler=None,
-                progress=None) -> dict[str, float]:
+                progress=None, after_step=None) -> dict[str, float]:
     """One epoch over store pages ``indices``; returns the mean ``loss`` and per-task losses.
 
     Every random draw derives from ``(cfg.seed, epoch)``: a resumed run repeats exactly what
-    the uninterrupted run would have done. ``progress`` wraps the batch list (a progress bar).
+    the uninterrupted run would have done. ``progress`` wraps the batch list (a progress bar);
+    ``after_step()`` runs after every optimizer step.
     """
     import torch
 
@@ -178,6 +184,8 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
+        if after_step is not None:
+            after_step()
         for key, value in (("loss", float(loss.detach())), *parts.items()):
             sums[key] = sums.get(key, 0.0) + value
     return {key: value / max(1, len(batches)) for key, value in sums.items()}
@@ -188,9 +196,16 @@ def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConf
     """Train ``model`` on store pages for ``cfg.epochs`` epochs (AdamW, cosine decay to 5%).
 
     No dev split, no checkpoints: for cross-validation folds and quick experiments. Returns
-    the per-epoch mean losses. Deterministic for a given ``cfg.seed``.
+    the per-epoch mean losses. Deterministic for a given ``cfg.seed``. With
+    ``cfg.average_last`` > 0, ``model`` ends with the mean of its weights (and buffers) after
+    every step of those last epochs.
     """
     import torch
+    from torch.optim.swa_utils import AveragedModel
+
+    if not 0 <= cfg.average_last <= cfg.epochs:
+        raise ValueError(f"average_last {cfg.average_last}: between 0 and epochs "
+                         f"({cfg.epochs})")
 
     indices = list(indices)
     model.to(cfg.device)
@@ -204,14 +219,20 @@ def fit_epochs(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainConf
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(step, total)
                                                                    / total)))
+    averaged = AveragedModel(model, use_buffers=True) if cfg.average_last else None
     history = []
     for epoch in range(1, cfg.epochs + 1):
         start = time.perf_counter()
+        averaging = averaged is not None and epoch > cfg.epochs - cfg.average_last
         losses = train_epoch(model, store, indices, aux, cfg, optimizer, epoch, role_weights,
-                             scheduler)
+                             scheduler,
+                             after_step=(lambda: averaged.update_parameters(model))
+                             if averaging else None)
         record = {"epoch": epoch, **losses, "seconds": round(time.perf_counter() - start, 1)}
         history.append(record)
         if log is not None:
             log(record)
+    if averaged is not None:
+        model.load_state_dict(averaged.module.state_dict())
     model.eval()
     return history
