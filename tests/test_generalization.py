@@ -581,6 +581,36 @@ def test_baseline_texts_are_cached_per_page_and_version(tmp_path, monkeypatch):
     assert calls == [records[0].id] and again == [f"new text of {records[0].id}", *first[1:]]
 
 
+@pytest.mark.minilm
+def test_fit_rescorer_scores_minilm_folds_from_the_training_vectors(tmp_path, monkeypatch):
+    """A MiniLM fold model's pages are scored from the vectors kept on disk while the folds
+    trained (``corpus_encoder``), not embedded again: the strings land in that cache, and the
+    scores equal those of the encoder run live."""
+    from pathlib import Path
+
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.extractor import MODELS_DIR, ArticleExtractor
+    from scrapy_grownup.training.crosssite import FoldPlan
+    from scrapy_grownup.training.rescorer import scored_pages
+
+    monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "home"))
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("article_*.html"))[:2]]
+    encoder = get_encoder("minilm", device=None)
+    monkeypatch.setattr(encoder, "disk_cache", None)  # the shared encoder: restored after
+    encoder.clear_cache()  # nothing from earlier tests in memory: every string goes to disk
+    pages = scored_pages(FoldPlan("fold9", records, set()), MODELS_DIR / "minilm",
+                         tmp_path / "scores", 0.4, None)
+    chunks = list((tmp_path / "home" / "embeddings").glob("minilm-*/*"))
+    assert chunks, "the fold's strings were not kept on disk"
+    live = ArticleExtractor.from_pretrained("minilm")
+    live.featurizer.encoder.disk_cache = None
+    live.featurizer.encoder.clear_cache()
+    for page, want in zip(pages, live.score([p.page for p in pages])):
+        np.testing.assert_allclose(page.probs, want, atol=1e-5)
+
+
 def test_per_page_scores_round_trip(tmp_path):
     """``grownup fit-rescorer --scores`` writes the rows ``grownup evaluate`` resumes from."""
     from scrapy_grownup.training import crosssite as C
