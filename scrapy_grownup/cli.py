@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 from .errors import GrownupError
-from .extractor import DEFAULT_MODEL  # cheap: the extractor imports torch only when used
 
 logger = logging.getLogger("scrapy_grownup.cli")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
@@ -504,7 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score models and baselines on test pages")
     p.add_argument("--model", action="append", default=None,
-                   help=f"model name or directory (repeatable; default: {DEFAULT_MODEL})")
+                   help="model name or directory (repeatable; default: auto, which is "
+                        "default on a GPU and fast on a CPU)")
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
     p.add_argument("--limit", type=int, default=None, help="pages per dataset")
     p.add_argument("--no-trafilatura", action="store_true",
@@ -582,7 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
     if getattr(args, "model", None) is None and args.command == "evaluate":
-        args.model = [DEFAULT_MODEL]
+        from .extractor import auto_model
+
+        args.model = [auto_model(args.device)]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

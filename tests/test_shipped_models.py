@@ -13,11 +13,9 @@ from scrapy_grownup.extractor import DEFAULT_MODEL, MODELS_DIR, shipped_models
 def test_models_are_shipped_small_and_safetensors_only(name, encoder):
     assert name in shipped_models() and DEFAULT_MODEL in shipped_models()
     files = sorted(p.name for p in (MODELS_DIR / name).iterdir())
-    # fast also ships its block rescorer (block_rescorer.py) and its page-type classifier
+    # each also ships its block rescorer (block_rescorer.py) and its page-type classifier
     # (page_type_classifier.py): numpy arrays, no pickle
-    expected = ["config.json", "model.safetensors"]
-    assert files == (["block_rescorer.npz"] + expected + ["page_type.npz"] if name == "fast"
-                     else expected)
+    assert files == ["block_rescorer.npz", "config.json", "model.safetensors", "page_type.npz"]
     assert all((MODELS_DIR / name / f).stat().st_size < 30_000_000 for f in files)
     config = json.loads((MODELS_DIR / name / "config.json").read_text())
     assert config["config"]["encoder"] == encoder
@@ -31,7 +29,7 @@ def test_shipped_models_extract_a_page_they_never_saw(name):
 
     extractor = ArticleExtractor.from_pretrained() if name is None else \
         ArticleExtractor.from_pretrained(name)
-    assert extractor.name == (name or DEFAULT_MODEL)
+    assert extractor.name == (name or "fast")  # no name: auto, fast on a CPU
     html, _ = article_page(2, variant=1)
     article = extractor.extract(html.encode(), url="http://news.test/owls")
     assert article.title == STORIES[2][0]
@@ -40,17 +38,22 @@ def test_shipped_models_extract_a_page_they_never_saw(name):
     assert "All rights reserved" not in article.text and "We use cookies" not in article.text
 
 
-def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu():
+def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu(monkeypatch, caplog):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup.extractor import auto_model
-
-    from scrapy_grownup.extractor import resolve_model_dir
+    from scrapy_grownup.encoders import minilm
+    from scrapy_grownup.extractor import auto_model, resolve_model_dir
 
     assert auto_model("cpu") == "fast"
-    assert auto_model("cuda:0") == "default"
-    assert resolve_model_dir("default") == MODELS_DIR / DEFAULT_MODEL  # the most accurate
+    assert resolve_model_dir("default") == MODELS_DIR / DEFAULT_MODEL == MODELS_DIR / "minilm"
     extractor = ArticleExtractor.from_pretrained("auto", device="cpu")
     assert extractor.name == "fast" and extractor.featurizer.encoder.name == "static"
+    monkeypatch.setattr(minilm, "minilm_installed", lambda: True)
+    assert auto_model("cuda:0") == "default"
+    # a GPU without the [minilm] extra: fast, and a warning that says what to install
+    monkeypatch.setattr(minilm, "minilm_installed", lambda: False)
+    with caplog.at_level("WARNING", logger="scrapy_grownup.extractor"):
+        assert auto_model("cuda:0") == "fast"
+    assert "pip install 'scrapy-grownup[minilm]'" in caplog.text
 
 
 def test_unknown_name_is_a_clear_error():

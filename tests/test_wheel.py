@@ -88,10 +88,8 @@ def installed(tmp_path_factory):
 def test_wheel_holds_every_runtime_asset_and_nothing_from_tests(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     for model in ("fast", "minilm"):
-        for file in ("config.json", "model.safetensors"):
+        for file in ("config.json", "model.safetensors", "block_rescorer.npz", "page_type.npz"):
             assert f"scrapy_grownup/assets/models/{model}/{file}" in names
-    assert "scrapy_grownup/assets/models/fast/block_rescorer.npz" in names
-    assert "scrapy_grownup/assets/models/fast/page_type.npz" in names
     for file in ("config.json", "embeddings.safetensors", "tokenizer.json"):
         assert f"scrapy_grownup/assets/static-minilm/{file}" in names
     assert not [n for n in names if n.startswith(("tests/", "example_project/", "benchmarks/"))

