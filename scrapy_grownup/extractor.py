@@ -6,6 +6,7 @@ article text. Pages are batched by a node budget; CUDA is used when available.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -39,6 +40,14 @@ def shipped_models() -> list[str]:
         if MODELS_DIR.is_dir() else []
 
 
+def _model_encoder(directory: Path) -> str | None:
+    """The text encoder a model directory records (its ``config.json``), read without torch."""
+    try:
+        return json.loads((directory / "config.json").read_text("utf-8")).get("encoder")
+    except (OSError, ValueError):
+        return None  # unreadable: loading the model says what is wrong
+
+
 def auto_model(device: str | None = None, warn: bool = True) -> str:
     """The shipped model ``"auto"`` picks: ``default`` (the most accurate) where it runs on a
     GPU, ``fast`` on a CPU, where a MiniLM model embeds under a page a second against
@@ -52,7 +61,7 @@ def auto_model(device: str | None = None, warn: bool = True) -> str:
         on_gpu = str(device).startswith("cuda")
     if not on_gpu:
         return "fast"
-    if resolve_model_dir("default").name == "minilm":
+    if _model_encoder(resolve_model_dir("default")) == "minilm":
         from .encoders.minilm import minilm_installed
 
         if not minilm_installed():

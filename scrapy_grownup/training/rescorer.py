@@ -155,7 +155,7 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
     extractor = ArticleExtractor.from_pretrained(model_dir, device=device)
     if extractor.featurizer.encoder.name != "static":
         # the vectors the fold models trained on are on disk (corpus_encoder): a MiniLM fold
-        # is scored in minutes rather than embedded again for half an hour on a core
+        # is scored in seconds rather than embedded again for half an hour on a core
         extractor.featurizer.encoder.use_disk_cache()
     path = cache / f"{plan.name}-{extractor.version or 'unversioned'}.pkl"
     cached = pickle.loads(path.read_bytes()) if path.is_file() else {}
