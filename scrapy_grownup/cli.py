@@ -581,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
-    if getattr(args, "model", None) is None and args.command == "evaluate":
+    if args.command == "evaluate" and args.model is None and \
+            args.protocol in ("in-domain", "model"):  # the protocols that load --model
         from .extractor import auto_model
 
         args.model = [auto_model(args.device)]

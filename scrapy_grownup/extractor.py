@@ -40,12 +40,14 @@ def shipped_models() -> list[str]:
         if MODELS_DIR.is_dir() else []
 
 
-def _model_encoder(directory: Path) -> str | None:
-    """The text encoder a model directory records (its ``config.json``), read without torch."""
+def model_document(directory: Path) -> dict:
+    """A model directory's ``config.json``, read without torch (``{}`` where it cannot be read:
+    loading the model then says what is wrong)."""
     try:
-        return json.loads((directory / "config.json").read_text("utf-8")).get("encoder")
+        doc = json.loads((Path(directory) / "config.json").read_text("utf-8"))
     except (OSError, ValueError):
-        return None  # unreadable: loading the model says what is wrong
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def auto_model(device: str | None = None, warn: bool = True) -> str:
@@ -61,7 +63,7 @@ def auto_model(device: str | None = None, warn: bool = True) -> str:
         on_gpu = str(device).startswith("cuda")
     if not on_gpu:
         return "fast"
-    if _model_encoder(resolve_model_dir("default")) == "minilm":
+    if model_document(resolve_model_dir("default")).get("encoder") == "minilm":
         from .encoders.minilm import minilm_installed
 
         if not minilm_installed():

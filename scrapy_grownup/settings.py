@@ -10,7 +10,6 @@ lists these same names and defaults; a test keeps the two in step.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -234,7 +233,7 @@ def model_page_types(model: str, device: str | None) -> set[str] | None:
     """Page types the model(s) ``GROWNUP_MODEL`` may load can tell apart, read from their
     ``config.json`` (no torch): ``auto`` may be either of its models unless the device says
     which. ``None`` when none of them has a page-type head."""
-    from .extractor import auto_model, resolve_model_dir
+    from .extractor import auto_model, model_document, resolve_model_dir
 
     if model == "auto":
         names = {auto_model(device, warn=False)} if device else \
@@ -244,8 +243,7 @@ def model_page_types(model: str, device: str | None) -> set[str] | None:
     found: set[str] | None = None
     for name in names:
         try:
-            doc = json.loads((resolve_model_dir(name) / "config.json").read_text("utf-8"))
-            config = doc.get("config") or {}
+            config = model_document(resolve_model_dir(name)).get("config") or {}
             count = int(config.get("num_genres") or 0)
             genres = [str(g) for g in config.get("genre_names") or []] or \
                 [f"genre_{i}" for i in range(count)]
