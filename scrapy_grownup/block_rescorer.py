@@ -319,13 +319,6 @@ class BlockRescorer:
     def passes(self) -> int:
         return 1 if self.second is None else 2
 
-    def first_pass(self) -> "BlockRescorer":
-        """This rescorer without its second pass (itself when it has none)."""
-        if self.second is None:
-            return self
-        return BlockRescorer(self.trees, self.cut, self.feature_threshold, self.floor,
-                             self.feature_names, self.container, self.band, self.cut_weight)
-
     def predict(self, X: np.ndarray, trees: BoostedTrees | None = None) -> np.ndarray:
         """Content probability of each row of ``X`` ([blocks, features]; none gives none),
         by the first pass's trees or by ``trees``."""

@@ -323,9 +323,8 @@ def test_a_second_pass_reads_the_first_passs_rescored_context(page, tmp_path):
     np.testing.assert_array_equal(
         X2[:, width:], again[:, [COLUMN[name] for name in CONTEXT_FEATURE_NAMES]])
     # what a one-pass rescorer with the same first trees keeps is the first pass
-    one = rescorer.first_pass()
-    assert one.passes == 1 and one.first_pass() is one
-    assert len(one.rescore_passes(page, probs)) == 1
+    one = BlockRescorer(rescorer.trees)
+    assert one.passes == 1 and len(one.rescore_passes(page, probs)) == 1
     np.testing.assert_array_equal(one.rescore(page, probs), first)
     # the file keeps both passes; a one-pass file still loads as one pass
     path = tmp_path / RESCORER_FILE

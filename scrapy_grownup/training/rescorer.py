@@ -288,15 +288,12 @@ def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshol
 
 def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
     """Per-page scores of the model without and with the rescorer (and with the rescorer,
-    ``grownup extract``'s --precision and --recall presets; a two-pass rescorer's first pass
-    alone too), and of the baselines."""
+    ``grownup extract``'s --precision and --recall presets), and of the baselines."""
     records = [p.record for p in pages]
     arms = {BASE: (None, args.threshold, {}),
             RESCORED: (rescorer, rescorer.cut, {}),
             RESCORED + " --precision": (rescorer, rescorer.cut, {"refine": True}),
             RESCORED + " --recall": (rescorer, RECALL_THRESHOLD, {"adaptive": False})}
-    if rescorer.passes == 2:  # the ablation in the same run: the first pass alone
-        arms[RESCORED + " first pass"] = (rescorer.first_pass(), rescorer.cut, {})
     scores = []
     for name, (arm_rescorer, threshold, options) in arms.items():
         texts = page_texts(pages, arm_rescorer, threshold, **options)
