@@ -1,6 +1,6 @@
 """Time of ``fast``'s block rescorer per parsed page: the block features, the trees, and the
 whole ``rescore`` (features, trees on the blocks scored at least ``FLOOR``, spread back to the
-nodes; with a second pass, its context columns and trees too), next to the content model's own time on the same pages (what every extraction pays
+nodes), next to the content model's own time on the same pages (what every extraction pays
 anyway). One core; prints one JSON line.
 
     python benchmarks/block_rescorer.py [PAGES]
@@ -28,7 +28,7 @@ def main() -> None:
     features = [block_features(page, probs, rescorer.feature_threshold) for page, probs in scored]
     judged = [X[X[:, 0] >= rescorer.floor] for _roots, X in features]
     out = {"benchmark": "block_rescorer", "pages": len(pages),
-           "trees": rescorer.num_trees, "depth": rescorer.trees.depth, "passes": rescorer.passes,
+           "trees": rescorer.num_trees, "depth": rescorer.depth,
            "mean_blocks": round(sum(len(X) for _r, X in features) / len(pages), 1),
            "mean_blocks_judged": round(sum(len(X) for X in judged) / len(pages), 1),
            "ms_per_page": {

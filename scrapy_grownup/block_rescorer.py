@@ -10,13 +10,6 @@ features (``layout.layout_features``), what its own and its ancestors' class and
 it is (``attribute_cues``) and the page's signals (``page_signals``: what kind of page it is),
 and returns the probability that the block is content.
 
-A second pass (optional, ``grownup fit-rescorer --passes 2``) reads the same table again with
-the first pass's rescored probabilities in place of the content head's where they describe
-context (neighbours, ancestors, the page's cut-off and main container): a post the first pass
-lifted pulls up the post between it and the next, a teaser list the first pass dropped stops
-propping up its heading. It is fitted on the first pass's out-of-fold outputs, so it learns
-how the first pass errs on unseen sites, not how it fits its own training pages.
-
 It is a gradient-boosted tree ensemble (trained by ``grownup fit-rescorer`` with scikit-learn
 on the cross-validation folds' out-of-fold scores, so it learns how the model errs on sites it
 has not seen) evaluated here in numpy: serving needs no scikit-learn. The trees of all
@@ -39,13 +32,11 @@ from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, che
 from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
 
-__all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "CONTEXT_FEATURE_NAMES",
-           "RESCORER_FILE", "SECOND_PASS_FEATURE_NAMES", "BlockRescorer", "block_features",
-           "second_pass_features", "spread_to_nodes"]
+__all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
+           "block_features", "spread_to_nodes"]
 
 BLOCK_FEATURE_VERSION = "2"  # 2: the class and id cues
 RESCORER_FILE = "block_rescorer.npz"
-SECOND = "second_"  # the second pass's arrays in the rescorer's file
 # Blocks the content head scores below this keep their score: over half of a page's blocks
 # (menus, footers), holding under 1% of the content's text across the modern sets.
 FLOOR = 0.01
@@ -67,17 +58,6 @@ BLOCK_FEATURE_NAMES: tuple[str, ...] = (
     *(f"cue_{name}" for name in CUE_NAMES), *(f"inside_cue_{name}" for name in CUE_NAMES),
     "has_class_or_id",
 )
-# the columns that depend on the scores a table is built from: what a second pass reads again
-# from the first pass's rescored probabilities
-CONTEXT_FEATURE_NAMES: tuple[str, ...] = (
-    "score", "max_score", "min_score", *(f"ancestor_score_{k}" for k in range(1, ANCESTORS + 1)),
-    "previous_score", "next_score", "previous_2_score", "next_2_score",
-    "page_cut", "page_share_above", "page_mean_score", "page_max_score", "score_minus_cut",
-    "in_container", "container_depth",
-)
-_CONTEXT_COLUMNS = np.array([BLOCK_FEATURE_NAMES.index(name) for name in CONTEXT_FEATURE_NAMES])
-SECOND_PASS_FEATURE_NAMES: tuple[str, ...] = (
-    *BLOCK_FEATURE_NAMES, *(f"rescored_{name}" for name in CONTEXT_FEATURE_NAMES))
 
 
 def block_features(page: PageStructure, probs: np.ndarray, threshold: float = 0.4,
@@ -91,15 +71,15 @@ def block_features(page: PageStructure, probs: np.ndarray, threshold: float = 0.
 
 def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
                  layout: np.ndarray | None) -> tuple:
-    """``block_features`` and what ``rescore`` reuses: each node's block, the text-owning
-    nodes' mask and the ``_Blocks`` a second pass rebuilds its context columns from."""
+    """``block_features`` and what ``rescore`` reuses: each node's block and the text-owning
+    nodes' mask."""
     n = page.num_nodes
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths().astype(np.float64)
     owners = lengths > 0
     if not owners.any():
         return (np.zeros(0, np.int64), np.zeros((0, len(BLOCK_FEATURE_NAMES)), np.float32),
-                None, owners, None)
+                None, owners)
     levels = depth_levels(page.depth)
     parent = page.parent.astype(np.int64)
     block = block_of(page, levels)
@@ -107,14 +87,40 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     roots = np.unique(owned_block)
     m = len(roots)
     chars = np.bincount(owned_block, weights=lengths[owners], minlength=n)[roots]
-    blocks = _Blocks(page, lengths, owners, levels, parent, block, roots, chars)
-    context = blocks.context(probs, threshold)
-    subtree_chars = blocks.subtree_chars
-    ancestor_chars = []
+    score = np.bincount(owned_block, weights=(lengths * probs)[owners], minlength=n)[roots] / chars
+    top = np.full(n, -1.0)
+    np.maximum.at(top, owned_block, probs[owners])
+    low = np.full(n, 2.0)
+    np.minimum.at(low, owned_block, probs[owners])
+    subtree_chars = subtree_sum(lengths, parent, levels)
+    subtree_mean = np.divide(subtree_sum(lengths * probs, parent, levels), subtree_chars,
+                             out=np.zeros(n), where=subtree_chars > 0)
+    ancestors = []
     node = roots
     for _ in range(ANCESTORS):
         node = np.where(parent[node] >= 0, parent[node], node)
-        ancestor_chars.append(np.log1p(subtree_chars[node]) / 10)
+        ancestors += [subtree_mean[node], np.log1p(subtree_chars[node]) / 10]
+    previous = np.r_[0.0, score[:-1]]
+    following = np.r_[score[1:], 0.0]
+    previous_2 = np.r_[0.0, 0.0, score[:-2]][:m]
+    following_2 = np.r_[score[2:], 0.0, 0.0][:m]
+    # the page as refine.content_mask sees it
+    scores = block_scores(page, probs, block, lengths)
+    cut = page_threshold(scores, lengths, threshold)
+    total = lengths.sum()
+    share_above = lengths[owners & (scores >= threshold)].sum() / total
+    mean_score = (lengths * probs).sum() / total
+    kept_text = np.where(scores >= cut, lengths, 0.0)
+    inside = np.zeros(m)
+    container_depth = np.zeros(m)
+    if kept_text.sum() > 0:  # refine.main_container's element
+        held = subtree_sum(kept_text, parent, levels)
+        candidates = np.flatnonzero(held >= CONTAINER_SHARE * kept_text.sum() - 1e-9)
+        first = int(candidates[np.argmax(page.depth[candidates])])
+        after = np.flatnonzero(page.depth[first + 1:] <= page.depth[first])
+        stop = first + 1 + int(after[0]) if len(after) else n
+        inside = ((roots >= first) & (roots < stop)).astype(np.float64)
+        container_depth = (page.depth[roots] - page.depth[first]) / 10
     texts = page.node_text
     runs: dict[int, list[str]] = {}
     for i in np.flatnonzero(owners).tolist():
@@ -132,86 +138,16 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     inside_cues = inherit(cues, parent, levels)
     named = np.fromiter((bool(page.class_words[r] or page.id_words[r]) for r in roots.tolist()),
                         dtype=bool, count=m)
-    c = context
-    ancestors = [col for k in range(ANCESTORS) for col in (c[3 + k], ancestor_chars[k])]
     X = np.column_stack([
-        c[0], c[1], c[2], np.log1p(chars) / 10, np.log1p(words) / 5, *ancestors,
-        *c[3 + ANCESTORS:7 + ANCESTORS],  # previous, next, previous 2, next 2
-        c[7 + ANCESTORS], c[8 + ANCESTORS], c[9 + ANCESTORS],  # cut, share above, mean
-        np.full(m, np.log1p(m) / 8), *c[10 + ANCESTORS:],  # max, minus cut, container
-        np.log1p(repeats - 1), np.arange(m) / max(m - 1, 1),
+        score, top[roots], low[roots], np.log1p(chars) / 10, np.log1p(words) / 5, *ancestors,
+        previous, following, previous_2, following_2,
+        np.full(m, cut), np.full(m, share_above), np.full(m, mean_score),
+        np.full(m, np.log1p(m) / 8), np.full(m, score.max()), score - cut, inside,
+        container_depth, np.log1p(repeats - 1), np.arange(m) / max(m - 1, 1),
         layout[roots], tag, np.broadcast_to(page.signals, (m, SIGNAL_DIM)),
         cues[roots], inside_cues[roots], named,
     ]).astype(np.float32)
-    return roots, X, block, owners, blocks
-
-
-class _Blocks:
-    """A page's blocks and what their score-dependent columns need, computed once: the
-    first pass and a second pass build ``CONTEXT_FEATURE_NAMES`` from different scores."""
-
-    def __init__(self, page, lengths, owners, levels, parent, block, roots, chars):
-        self.page, self.lengths, self.owners = page, lengths, owners
-        self.levels, self.parent, self.block, self.roots = levels, parent, block, roots
-        self.owned_block = block[owners]
-        self.chars = chars
-        self.subtree_chars = subtree_sum(lengths, parent, levels)
-        node, self.ancestors = roots, []
-        for _ in range(ANCESTORS):
-            node = np.where(parent[node] >= 0, parent[node], node)
-            self.ancestors.append(node)
-
-    def context(self, probs: np.ndarray, threshold: float) -> list[np.ndarray]:
-        """The columns of ``CONTEXT_FEATURE_NAMES``, in that order, from node ``probs``."""
-        page, lengths, owners = self.page, self.lengths, self.owners
-        parent, levels, block, roots = self.parent, self.levels, self.block, self.roots
-        n, m = page.num_nodes, len(roots)
-        owned_block = self.owned_block
-        score = np.bincount(owned_block, weights=(lengths * probs)[owners],
-                            minlength=n)[roots] / self.chars
-        top = np.full(n, -1.0)
-        np.maximum.at(top, owned_block, probs[owners])
-        low = np.full(n, 2.0)
-        np.minimum.at(low, owned_block, probs[owners])
-        subtree_mean = np.divide(subtree_sum(lengths * probs, parent, levels),
-                                 self.subtree_chars, out=np.zeros(n),
-                                 where=self.subtree_chars > 0)
-        previous = np.r_[0.0, score[:-1]]
-        following = np.r_[score[1:], 0.0]
-        previous_2 = np.r_[0.0, 0.0, score[:-2]][:m]
-        following_2 = np.r_[score[2:], 0.0, 0.0][:m]
-        # the page as refine.content_mask sees it
-        scores = block_scores(page, probs, block, lengths)
-        cut = page_threshold(scores, lengths, threshold)
-        total = lengths.sum()
-        share_above = lengths[owners & (scores >= threshold)].sum() / total
-        mean_score = (lengths * probs).sum() / total
-        kept_text = np.where(scores >= cut, lengths, 0.0)
-        inside = np.zeros(m)
-        container_depth = np.zeros(m)
-        if kept_text.sum() > 0:  # refine.main_container's element
-            held = subtree_sum(kept_text, parent, levels)
-            candidates = np.flatnonzero(held >= CONTAINER_SHARE * kept_text.sum() - 1e-9)
-            first = int(candidates[np.argmax(page.depth[candidates])])
-            after = np.flatnonzero(page.depth[first + 1:] <= page.depth[first])
-            stop = first + 1 + int(after[0]) if len(after) else n
-            inside = ((roots >= first) & (roots < stop)).astype(np.float64)
-            container_depth = (page.depth[roots] - page.depth[first]) / 10
-        return [score, top[roots], low[roots], *(subtree_mean[a] for a in self.ancestors),
-                previous, following, previous_2, following_2,
-                np.full(m, cut), np.full(m, share_above), np.full(m, mean_score),
-                np.full(m, score.max()), score - cut, inside, container_depth]
-
-
-def second_pass_features(blocks: "_Blocks | None", X: np.ndarray, first_probs: np.ndarray,
-                         cut: float) -> np.ndarray:
-    """``[blocks, len(SECOND_PASS_FEATURE_NAMES)]``: the first pass's table ``X`` and its
-    context columns again, built from the first pass's rescored node probabilities
-    ``first_probs`` at the rescorer's ``cut``."""
-    if blocks is None or not len(X):
-        return np.zeros((len(X), len(SECOND_PASS_FEATURE_NAMES)), np.float32)
-    again = np.column_stack(blocks.context(np.asarray(first_probs, np.float64), cut))
-    return np.hstack([X, again.astype(np.float32)])
+    return roots, X, block, owners
 
 
 def spread_to_nodes(page: PageStructure, probs: np.ndarray, roots: np.ndarray,
@@ -241,18 +177,16 @@ class BlockRescorer:
     ``container``, ``band`` and ``cut_weight``: the page-level decisions that suit the rescored
     probabilities (``refine.content_mask``'s: whether blocks outside the main container are
     dropped, how far a page's own cut-off may move from ``cut``, and how the cut-off weighs
-    the page's blocks), measured by ``grownup fit-rescorer``. ``second``: the second pass's
-    trees over ``second_pass_features`` (``None``: one pass).
+    the page's blocks), measured by ``grownup fit-rescorer``.
     """
 
     def __init__(self, trees: BoostedTrees, cut: float = 0.5, feature_threshold: float = 0.4,
                  floor: float = FLOOR, feature_names: tuple[str, ...] = BLOCK_FEATURE_NAMES,
                  container: bool = True, band: float = ADAPTIVE_BAND,
-                 cut_weight: str = "log-nodes", second: BoostedTrees | None = None):
-        if trees.num_outputs != 1 or (second is not None and second.num_outputs != 1):
+                 cut_weight: str = "log-nodes"):
+        if trees.num_outputs != 1:
             raise ValueError("a block rescorer's trees have one output (a binary model)")
         self.trees = trees
-        self.second = second
         self.cut = float(cut)
         self.feature_threshold = float(feature_threshold)
         self.floor = float(floor)
@@ -270,19 +204,15 @@ class BlockRescorer:
     def from_sklearn(cls, model, cut: float = 0.5, feature_threshold: float = 0.4,
                      floor: float = FLOOR, container: bool = True,
                      band: float = ADAPTIVE_BAND,
-                     cut_weight: str = "log-nodes", second=None) -> "BlockRescorer":
+                     cut_weight: str = "log-nodes") -> "BlockRescorer":
         """From a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no
-        missing values), and the second pass's (over ``second_pass_features``), if any."""
+        missing values)."""
         return cls(BoostedTrees.from_sklearn(model), cut, feature_threshold, floor,
-                   container=container, band=band, cut_weight=cut_weight,
-                   second=None if second is None else BoostedTrees.from_sklearn(second))
+                   container=container, band=band, cut_weight=cut_weight)
 
     def save(self, path: str | Path) -> None:
         arrays = self.trees.arrays()
         del arrays["output"]  # one output: the file format of rescorers before BoostedTrees
-        if self.second is not None:
-            arrays.update(self.second.arrays(SECOND))
-            del arrays[f"{SECOND}output"]
         np.savez_compressed(
             path, **arrays, cut=self.cut, feature_threshold=self.feature_threshold,
             floor=self.floor, container=self.container, band=self.band,
@@ -305,54 +235,23 @@ class BlockRescorer:
             decisions = {name: cast(f[name]) for name, cast in
                          (("container", bool), ("band", float), ("cut_weight", str))
                          if name in f.files}
-            second = (BoostedTrees.from_arrays(f, SECOND) if f"{SECOND}roots" in f.files
-                      else None)  # a two-pass rescorer
             return cls(BoostedTrees.from_arrays(f), float(f["cut"]),
-                       float(f["feature_threshold"]), float(f["floor"]), names, **decisions,
-                       second=second)
+                       float(f["feature_threshold"]), float(f["floor"]), names, **decisions)
 
     @property
     def num_trees(self) -> int:
         return self.trees.num_trees
 
-    @property
-    def passes(self) -> int:
-        return 1 if self.second is None else 2
-
-    def predict(self, X: np.ndarray, trees: BoostedTrees | None = None) -> np.ndarray:
-        """Content probability of each row of ``X`` ([blocks, features]; none gives none),
-        by the first pass's trees or by ``trees``."""
-        return 1.0 / (1.0 + np.exp(-(trees or self.trees).raw(X)[:, 0]))
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Content probability of each row of ``X`` ([blocks, features]; none gives none)."""
+        return 1.0 / (1.0 + np.exp(-self.trees.raw(X)[:, 0]))
 
     def rescore(self, page: PageStructure, probs: np.ndarray,
                 layout: np.ndarray | None = None) -> np.ndarray:
         """``probs`` with each text-owning node's score replaced by its block's rescored
         probability (its block's content-head score below ``floor``)."""
-        return self.rescore_passes(page, probs, layout)[-1]
-
-    def second_pass_table(self, page: PageStructure, probs: np.ndarray,
-                          layout: np.ndarray | None = None) -> np.ndarray:
-        """``second_pass_features`` of ``page``'s blocks after this rescorer's first pass: the
-        table a second pass is fitted on."""
-        roots, X, block, owners, blocks = _block_table(page, probs, self.feature_threshold,
-                                                       layout)
-        block_probs = X[:, 0].astype(np.float64)
-        judged = block_probs >= self.floor
-        block_probs[judged] = self.predict(X[judged])
-        first = spread_to_nodes(page, probs, roots, block_probs, block, owners)
-        return second_pass_features(blocks, X, first, self.cut)
-
-    def rescore_passes(self, page: PageStructure, probs: np.ndarray,
-                       layout: np.ndarray | None = None) -> list[np.ndarray]:
-        """``rescore``'s node probabilities after each pass (the last is ``rescore``'s)."""
-        roots, X, block, owners, blocks = _block_table(page, probs, self.feature_threshold,
-                                                       layout)
+        roots, X, block, owners = _block_table(page, probs, self.feature_threshold, layout)
         block_probs = X[:, 0].astype(np.float64)  # the column "score"
         judged = block_probs >= self.floor
         block_probs[judged] = self.predict(X[judged])
-        out = [spread_to_nodes(page, probs, roots, block_probs, block, owners)]
-        if self.second is not None:
-            X2 = second_pass_features(blocks, X, out[0], self.cut)
-            block_probs[judged] = self.predict(X2[judged], self.second)
-            out.append(spread_to_nodes(page, probs, roots, block_probs, block, owners))
-        return out
+        return spread_to_nodes(page, probs, roots, block_probs, block, owners)

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from scrapy_grownup.attribute_cues import CUE_NAMES, attribute_cues
-from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, CONTEXT_FEATURE_NAMES,
-                                           RESCORER_FILE, SECOND_PASS_FEATURE_NAMES,
-                                           BlockRescorer, block_features, spread_to_nodes)
+from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, RESCORER_FILE, BlockRescorer,
+                                           block_features, spread_to_nodes)
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import MODELS_DIR
@@ -240,9 +239,9 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
 
     cues = set(ablated_columns(["cues"]).tolist())
     assert COLUMN["cue_related"] in cues and COLUMN["score"] not in cues
-    assert COLUMN["cue_related"] in split_columns(fit({"all": pages}, args))
+    assert COLUMN["cue_related"] in split_columns(fit(pages, args))
     args.without = ["cues"]
-    assert not split_columns(fit({"all": pages}, args)) & cues
+    assert not split_columns(fit(pages, args)) & cues
     assert len(ablated_columns(["signals"])) == sum(
         name.startswith("page_signal_") for name in BLOCK_FEATURE_NAMES)
 
@@ -279,109 +278,9 @@ def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
     add_arguments(parser)
     args = parser.parse_args(["--cv-dir", "unused", "--trees", "5", "--floor", "0.3",
                               "--block-weight", "page-log-chars"])
-    rescorer = fit({"all": pages}, args)
+    rescorer = fit(pages, args)
     assert rescorer.floor == 0.3
     # what the trees were fitted on: no block under the floor, so no split below it on "score"
     score_splits = rescorer.trees.threshold[(rescorer.trees.feature == COLUMN["score"])
                                             & np.isfinite(rescorer.trees.threshold)]
     assert len(score_splits) and score_splits.min() >= 0.3
-
-
-def two_pass_rescorer(page, seed=0):
-    """A two-pass rescorer whose trees were fitted on random tables of the right widths."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    rng = np.random.default_rng(seed)
-
-    def trees(width, column):
-        X = rng.random((2000, width)).astype(np.float32)
-        y = X[:, column] + rng.normal(0, 0.1, 2000) > 0.5
-        return HistGradientBoostingClassifier(max_iter=15, max_depth=4,
-                                              random_state=0).fit(X, y)
-
-    # the first pass follows the content head's score, the second the first pass's output
-    rescored_score = SECOND_PASS_FEATURE_NAMES.index("rescored_score")
-    return BlockRescorer.from_sklearn(trees(len(BLOCK_FEATURE_NAMES), COLUMN["score"]),
-                                      second=trees(len(SECOND_PASS_FEATURE_NAMES),
-                                                   rescored_score))
-
-
-def test_a_second_pass_reads_the_first_passs_rescored_context(page, tmp_path):
-    rescorer = two_pass_rescorer(page)
-    assert rescorer.passes == 2
-    probs = np.linspace(0.05, 0.95, page.num_nodes)
-    first, second = rescorer.rescore_passes(page, probs)
-    np.testing.assert_array_equal(rescorer.rescore(page, probs), second)
-    # the second pass's table: the first table, then its context columns rebuilt from the
-    # first pass's probabilities at the rescorer's cut
-    X2 = rescorer.second_pass_table(page, probs)
-    roots, X = block_features(page, probs)
-    _, again = block_features(page, first, threshold=rescorer.cut)
-    width = len(BLOCK_FEATURE_NAMES)
-    assert X2.shape == (len(roots), len(SECOND_PASS_FEATURE_NAMES))
-    np.testing.assert_array_equal(X2[:, :width], X)
-    np.testing.assert_array_equal(
-        X2[:, width:], again[:, [COLUMN[name] for name in CONTEXT_FEATURE_NAMES]])
-    # what a one-pass rescorer with the same first trees keeps is the first pass
-    one = BlockRescorer(rescorer.trees)
-    assert one.passes == 1 and len(one.rescore_passes(page, probs)) == 1
-    np.testing.assert_array_equal(one.rescore(page, probs), first)
-    # the file keeps both passes; a one-pass file still loads as one pass
-    path = tmp_path / RESCORER_FILE
-    rescorer.save(path)
-    loaded = BlockRescorer.load(path)
-    assert loaded.passes == 2
-    np.testing.assert_allclose(loaded.rescore(page, probs), second, atol=1e-6)
-    one.save(path)
-    assert BlockRescorer.load(path).passes == 1
-
-
-def test_fit_rescorer_fits_the_second_pass_on_out_of_fold_first_passes(page, monkeypatch):
-    """``--passes 2``: each fold's second-pass table comes from a first pass fitted on the
-    other folds, never from one that saw the fold's blocks."""
-    from types import SimpleNamespace
-
-    from scrapy_grownup.training import rescorer as module
-
-    rng = np.random.default_rng(0)
-    pages = []
-    for k in range(6):
-        probs = rng.random(page.num_nodes)
-        roots, X = block_features(page, probs)
-        pages.append(SimpleNamespace(page=page, probs=probs, roots=roots, features=X,
-                                     labels=(X[:, COLUMN["score"]] > 0.5).astype(float),
-                                     record=SimpleNamespace(key=k)))
-    by_fold = {"a": pages[:3], "b": pages[3:]}
-    fitted_on, tabled = [], []
-    real_fit, real_table = module._fit_trees, BlockRescorer.second_pass_table
-
-    def fit_trees(use, tables, args):
-        fitted_on.append({id(p) for p in use})
-        model = real_fit(use, tables, args)
-        return model
-
-    def second_pass_table(self, page_, probs):
-        tabled.append(probs)
-        return real_table(self, page_, probs)
-
-    monkeypatch.setattr(module, "_fit_trees", fit_trees)
-    monkeypatch.setattr(BlockRescorer, "second_pass_table", second_pass_table)
-    parser = argparse.ArgumentParser()
-    module.add_arguments(parser)
-    args = parser.parse_args(["--cv-dir", "unused", "--trees", "5", "--passes", "2"])
-    rescorer = module.fit(by_fold, args)
-    everything = {id(p) for p in pages}
-    # the first pass on all pages, one per fold on the other fold's, the second on all
-    assert fitted_on == [everything, {id(p) for p in pages[3:]}, {id(p) for p in pages[:3]},
-                         everything]
-    assert len(tabled) == 6 and rescorer.passes == 2
-    assert rescorer.second.num_trees == 5
-    # one run's nested fits share their first passes: a second fit on the same folds refits
-    # only its second pass
-    memo = {}
-    module.fit(by_fold, args, memo=memo)
-    fitted = len(fitted_on)
-    module.fit(by_fold, args, memo=memo)
-    assert len(fitted_on) == fitted + 1
-    args.passes = 1
-    assert module.fit(by_fold, args).passes == 1

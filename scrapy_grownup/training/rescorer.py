@@ -97,10 +97,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
     p.add_argument("--learning-rate", type=float, default=0.05,
                    help="boosting learning rate (default: 0.05)")
-    p.add_argument("--passes", type=int, choices=(1, 2), default=1,
-                   help="1: one pass of trees; 2: a second pass reads the first pass's "
-                        "rescored neighbours, ancestors and page cut-off (fitted on its "
-                        "out-of-fold outputs; default: 1)")
     p.add_argument("--without", action="append", default=[], choices=sorted(FEATURE_GROUPS),
                    help="fit without a group of block features, for an ablation (repeatable; "
                         "the columns are held constant, so the saved file stays loadable)")
@@ -205,56 +201,16 @@ def block_weights(pages: list[ScoredPage], how: str) -> np.ndarray:
     return np.concatenate(out)
 
 
-def fit(by_fold: dict[str, list[ScoredPage]], args, keys: set | None = None,
-        memo: dict | None = None) -> BlockRescorer:
-    """A rescorer fitted on the blocks of the pages of ``by_fold`` (those whose record key is
-    in ``keys``) that the content model scores at least ``args.floor``, weighed by
-    ``block_weights``. With ``args.passes`` 2, its second pass is fitted on first-pass
-    outputs out of fold: each fold's pages rescored by a first pass fitted on the others.
-    ``memo``: first passes already fitted on the same folds and keys (one run's nested fits
-    share most of them)."""
-    groups = {name: [p for p in pages if p.page is not None and len(p.roots)
-                     and (keys is None or record_key(p.record) in keys)]
-              for name, pages in by_fold.items()}
-    memo = {} if memo is None else memo
-    kept = None if keys is None else frozenset(keys)
-
-    def first_pass(names):
-        key = (frozenset(names), kept)
-        if key not in memo:
-            use = [p for name in names for p in groups[name]]
-            memo[key] = _fit_trees(use, [p.features for p in use], args)
-        return memo[key]
-
-    use = [p for pages in groups.values() for p in pages]
-    first = first_pass(groups)
-    second = None
-    if getattr(args, "passes", 1) == 2:
-        tables = {}
-        for name, held in groups.items():
-            if not held:
-                continue
-            inner = _rescorer(first_pass([other for other in groups if other != name]), args)
-            for p in held:
-                tables[id(p)] = inner.second_pass_table(p.page, p.probs)
-        second = _fit_trees(use, [tables[id(p)] for p in use], args)
-    return _rescorer(first, args, second)
-
-
-def _rescorer(model, args, second=None) -> BlockRescorer:
-    return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
-                                      floor=args.floor, container=args.container, band=args.band,
-                                      cut_weight=args.cut_weight, second=second)
-
-
-def _fit_trees(pages: list[ScoredPage], tables: list[np.ndarray], args):
-    """scikit-learn's trees fitted on ``tables`` (one per page, a row per block) against
-    the pages' block labels."""
+def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer:
+    """A rescorer fitted on the blocks of ``pages`` (those whose record key is in ``keys``)
+    that the content model scores at least ``args.floor``, weighed by ``block_weights``."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    X = np.concatenate(tables)
-    y = np.concatenate([p.labels for p in pages]) > 0.5
-    weight = block_weights(pages, args.block_weight)
+    use = [p for p in pages if p.page is not None and len(p.roots)
+           and (keys is None or record_key(p.record) in keys)]
+    X = np.concatenate([p.features for p in use])
+    y = np.concatenate([p.labels for p in use]) > 0.5
+    weight = block_weights(use, args.block_weight)
     judged = X[:, 0] >= args.floor  # the column "score": lower blocks keep theirs when serving
     X, y, weight = X[judged], y[judged], weight[judged]
     X[:, ablated_columns(args.without)] = 0.0  # a constant column: no tree splits on it
@@ -265,7 +221,9 @@ def _fit_trees(pages: list[ScoredPage], tables: list[np.ndarray], args):
         max_depth=args.depth, min_samples_leaf=40, l2_regularization=1.0,
         early_stopping=False, random_state=args.seed)
     model.fit(X, y, sample_weight=weight)
-    return model
+    return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
+                                      floor=args.floor, container=args.container, band=args.band,
+                                      cut_weight=args.cut_weight)
 
 
 def page_texts(pages: list[ScoredPage], rescorer: BlockRescorer | None, threshold: float,
@@ -325,26 +283,25 @@ def run_rescorer(args) -> dict:
             raise GrownupError(f"no fold model in {model_dir}")
         folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
     result: dict = {"protocols": {}}
-    memo: dict = {}  # first passes by the folds they were fitted on
     if not args.skip_cv:
         cv_scores = []
         for plan in plans:
-            others = {name: pages for name, pages in folds.items() if name != plan.name}
-            plan_scores = measure(folds[plan.name], fit(others, args, memo=memo), args)
+            others = [p for name, pages in folds.items() if name != plan.name for p in pages]
+            plan_scores = measure(folds[plan.name], fit(others, args), args)
             if scores_path is not None:
                 write_scores(scores_path, plan.name, plan_scores)
             cv_scores += plan_scores
         result["protocols"]["site-cv"] = summary(cv_scores)
     leave_out_dir = Path(args.leave_out_dir) if args.leave_out_dir else \
         cv_dir.parent / "leave-out"
+    everything = [p for pages in folds.values() for p in pages]
     for held in args.hold or []:
         plan = leave_out_plan(eval_records, extra_records, LEAVE_OUT[held])
         model_dir = leave_out_dir / plan.name / "model"
         if not (model_dir / "config.json").is_file():
             raise GrownupError(f"no leave-out model in {model_dir}")
         pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
-        plan_scores = measure(pages, fit(folds, args, keys=plan.train_keys, memo=memo),
-                              args)
+        plan_scores = measure(pages, fit(everything, args, keys=plan.train_keys), args)
         if scores_path is not None:
             write_scores(scores_path, plan.name, plan_scores)
         result["protocols"][plan.name] = summary(plan_scores)
@@ -356,14 +313,13 @@ def run_rescorer(args) -> dict:
         source, out = resolve_model_dir(args.model), Path(args.out)
         if out.resolve() != source.resolve():
             shutil.copytree(source, out, dirs_exist_ok=True)
-        rescorer = fit(folds, args, memo=memo)
+        rescorer = fit(everything, args)
         rescorer.save(out / RESCORER_FILE)
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
-                           "cut": rescorer.cut, "threshold": rescorer.feature_threshold,
-                           "passes": rescorer.passes}
+                           "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
-        "trees", "depth", "leaves", "learning_rate", "without", "passes")}
+        "trees", "depth", "leaves", "learning_rate", "without")}
     return result
 
 
