@@ -28,7 +28,7 @@ def main() -> None:
     features = [block_features(page, probs, rescorer.feature_threshold) for page, probs in scored]
     judged = [X[X[:, 0] >= rescorer.floor] for _roots, X in features]
     out = {"benchmark": "block_rescorer", "pages": len(pages),
-           "trees": rescorer.num_trees, "depth": rescorer.depth,
+           "trees": rescorer.num_trees, "depth": rescorer.trees.depth,
            "mean_blocks": round(sum(len(X) for _r, X in features) / len(pages), 1),
            "mean_blocks_judged": round(sum(len(X) for X in judged) / len(pages), 1),
            "ms_per_page": {
