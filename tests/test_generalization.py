@@ -535,6 +535,47 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     assert "trafilatura" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monkeypatch, capsys):
+    """``grownup evaluate --jobs N``: each process trains exactly the model the serial run
+    trains (same pages, seed and recipe), and saved models are not trained again."""
+    if not _available("magic_html_forum"):
+        pytest.skip("dataset magic_html_forum not available")
+    from safetensors.numpy import load_file
+
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.training import crosssite
+    from scrapy_grownup.training.corpus import corpus_encoder
+
+    monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
+    records = crosssite.load_records(["magic_html_forum"], limit=24)
+    plans = crosssite.site_cv_plan(records, [], 2)
+    cfg = {"preset": "small", "epochs": 1, "lr": 2e-3, "threads": 1, "device": "cpu",
+           "overrides": {"num_layers": 2, "num_transformer_layers": 0, "readout": "mean"}}
+    out = tmp_path / "parallel"
+    assert crosssite.train_in_parallel(plans, records, "static", cfg, out, jobs=2) \
+        == ["fold0", "fold1"]
+    assert not list(out.glob(".train-store*"))  # the shared store is removed afterwards
+    encoder = corpus_encoder("static")
+    store, keys = crosssite.training_store(records, encoder)
+    parallel, same = {}, 0.0
+    for plan in plans:
+        serial = tmp_path / "serial" / plan.name / "model"
+        crosssite.train_plan_model(store, keys, plan, encoder, cfg, serial)
+        a = parallel[plan.name] = load_file(str(out / plan.name / "model" / "model.safetensors"))
+        b = load_file(str(serial / "model.safetensors"))
+        assert a.keys() == b.keys()
+        same = max(same, *(float(np.abs(a[n] - b[n]).max()) for n in a))
+    # the same weights up to float summation order (the processes' thread counts differ),
+    # far closer than the two folds' models, trained from the same seed on other pages
+    other = max(float(np.abs(parallel["fold0"][n] - parallel["fold1"][n]).max())
+                for n in parallel["fold0"])
+    assert same < 1e-4 and other > 50 * same
+    assert crosssite.train_in_parallel(plans, records, "static", cfg, out, jobs=2) == []
+    assert main(["evaluate", "--protocol", "site-cv", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--jobs 0: at least 1")
+
+
 def test_trainer_dev_split_holds_whole_sites():
     from scrapy_grownup.training.loop import TrainConfig
     from scrapy_grownup.training.trainer import _dev_ids

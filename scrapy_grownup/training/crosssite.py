@@ -541,6 +541,64 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     return model
 
 
+def _train_plan_job(store_path: str, keys: list, name: str, train_keys: set, encoder: tuple,
+                    cfg_kwargs: dict, model_dir: str) -> str:
+    """One ``train_in_parallel`` process: load the shared store, train and save one plan's
+    model. ``encoder``: (name, dim, version), all that training reads of the encoder."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from ..store import GraphStore
+
+    logging.basicConfig(level=logging.INFO, format=f"{name} %(asctime)s %(message)s")
+    torch.set_num_threads(max(1, int(cfg_kwargs.get("threads") or 1)))
+    store = GraphStore.load(store_path)
+    enc = SimpleNamespace(name=encoder[0], dim=encoder[1], version=encoder[2])
+    train_plan_model(store, keys, FoldPlan(name, [], train_keys), enc, cfg_kwargs,
+                     Path(model_dir))
+    return name
+
+
+def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
+                      cfg_kwargs: dict, out: Path, jobs: int, min_coverage: float = 0.75,
+                      workers: int = 2) -> list[str]:
+    """Train the models of ``plans`` that ``out/PLAN/model`` does not hold yet, ``jobs`` at
+    a time in their own processes, each exactly as ``train_plan_model`` alone would (same
+    pages, seed and recipe). The training store is built once here and saved for the
+    processes to load. One GPU trains several of these small models at once (an H100 trained
+    the seven MiniLM plans of a site-cv + leave-out run in under three minutes together);
+    returns the plans trained."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    todo = [p for p in plans if not (out / p.name / "model" / "config.json").is_file()]
+    if not todo:
+        return []
+    if cfg_kwargs.get("init"):  # the processes see no test pages: check the backbone here
+        for plan in todo:
+            check_init_disjoint(plan, cfg_kwargs["init"])
+    encoder = corpus_encoder(encoder_name)
+    store, keys = training_store(everything, encoder, min_coverage, workers)
+    out.mkdir(parents=True, exist_ok=True)
+    store_path = out / ".train-store.safetensors"
+    store.save(store_path)
+    del store
+    identity = (encoder.name, encoder.dim, encoder.version)
+    try:
+        # spawn: the processes must not inherit a CUDA context or the encoder's threads
+        with ProcessPoolExecutor(max_workers=max(1, jobs),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_train_plan_job, str(store_path), keys, p.name,
+                                   p.train_keys, identity, cfg_kwargs,
+                                   str(out / p.name / "model")) for p in todo]
+            done = [f.result() for f in futures]
+    finally:
+        store_path.unlink(missing_ok=True)
+    logger.info("trained %s in parallel (%d at a time)", ", ".join(done), jobs)
+    return done
+
+
 def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
                  min_coverage: float = 0.75, workers: int = 2,
                  threshold: float = 0.5) -> Callable:
@@ -651,6 +709,10 @@ def add_arguments(p) -> None:
                         "model (grownup pretrain's OUT/best); refused where its corpus holds "
                         "pages of a test site")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="site-cv / leave-out: train N plans' models at once, each in its own "
+                        "process (default: 1). For a GPU, which holds several of these small "
+                        "models; on a CPU each process takes --threads cores")
     p.add_argument("--no-baselines", action="store_true",
                    help="site-cv / leave-out / model: score neither trafilatura nor readability "
                         "(--no-trafilatura leaves out trafilatura only)")
@@ -664,6 +726,8 @@ def run(args) -> int:
     if not 0 <= args.attribute_dropout <= 1:
         raise GrownupError(f"--attribute-dropout {args.attribute_dropout}: a share between 0 "
                            "and 1")
+    if args.jobs < 1:
+        raise GrownupError(f"--jobs {args.jobs}: at least 1")
     if not 0 <= args.average_last <= args.epochs:
         raise GrownupError(f"--average-last {args.average_last}: between 0 and --epochs "
                            f"({args.epochs})")
@@ -703,6 +767,9 @@ def run(args) -> int:
             cfg["average_last"] = args.average_last
         if args.init:
             cfg["init"] = str(args.init)
+        if args.jobs > 1:
+            train_in_parallel(plans, everything, args.encoder, cfg, out / args.protocol,
+                              args.jobs)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
                                threshold=args.threshold)
         scores = run_plans(plans, everything, trainer, out / args.protocol, baselines=baselines)

@@ -97,6 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leaves", type=int, default=31, help="leaves per tree (default: 31)")
     p.add_argument("--learning-rate", type=float, default=0.05,
                    help="boosting learning rate (default: 0.05)")
+    p.add_argument("--min-leaf", type=int, default=40,
+                   help="fewest blocks in a leaf (default: 40)")
     p.add_argument("--without", action="append", default=[], choices=sorted(FEATURE_GROUPS),
                    help="fit without a group of block features, for an ablation (repeatable; "
                         "the columns are held constant, so the saved file stays loadable)")
@@ -218,7 +220,7 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
     # a split by block rather than by site
     model = HistGradientBoostingClassifier(
         max_iter=args.trees, learning_rate=args.learning_rate, max_leaf_nodes=args.leaves,
-        max_depth=args.depth, min_samples_leaf=40, l2_regularization=1.0,
+        max_depth=args.depth, min_samples_leaf=args.min_leaf, l2_regularization=1.0,
         early_stopping=False, random_state=args.seed)
     model.fit(X, y, sample_weight=weight)
     return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
@@ -319,7 +321,7 @@ def run_rescorer(args) -> dict:
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
-        "trees", "depth", "leaves", "learning_rate", "without")}
+        "trees", "depth", "leaves", "learning_rate", "min_leaf", "without")}
     return result
 
 
