@@ -496,7 +496,8 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     out = tmp_path / "cv"
     argv = ["evaluate", "--protocol", "site-cv", "--eval-datasets", "magic_html_forum",
             "--train-datasets", "", "--folds", "2", "--epochs", "1", "--limit", "40",
-            "--average-last", "1", "--out", str(out), "--json", str(tmp_path / "rows.jsonl")]
+            "--average-last", "1", "--jobs", "2", "--out", str(out),
+            "--json", str(tmp_path / "rows.jsonl")]
     assert main(argv) == 0
     table = capsys.readouterr().out
     assert "all:all" in table and "trafilatura" in table and "grownup" in table
@@ -512,6 +513,7 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
         assert (out / "site-cv" / fold / "model" / "config.json").is_file()
     saved = json.loads((out / "site-cv" / "fold0" / "model" / "config.json").read_text())
     assert saved["metadata"]["train"]["average_last"] == 1  # the averaged weights were saved
+    assert saved["metadata"]["train_pages"] > 0  # trained by a --jobs process, then loaded
     # a re-run resumes from the saved per-page scores: nothing is trained again
     mtime = (out / "site-cv" / "fold0" / "model" / "model.safetensors").stat().st_mtime
     scores = out / "site-cv" / "scores.jsonl"

@@ -625,8 +625,10 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
             model = train_plan_model(cache["store"], cache["keys"], plan, encoder, cfg_kwargs,
                                      model_dir)
         layout = uses_layout(model.config.input_blocks)
+        # scored where it trained (--device): on a GPU machine the fold pages score there too
         return ArticleExtractor(model, Featurizer(get_encoder(encoder_name), layout=layout),
-                                name=plan.name, device="cpu", threshold=threshold)
+                                name=plan.name, device=cfg_kwargs.get("device") or "cpu",
+                                threshold=threshold)
 
     return train_fold
 
