@@ -557,7 +557,8 @@ def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monk
     out = tmp_path / "parallel"
     assert crosssite.train_in_parallel(plans, records, "static", cfg, out, jobs=2) \
         == ["fold0", "fold1"]
-    assert not list(out.glob(".train-store*"))  # the shared store is removed afterwards
+    # nothing but the models: the processes read the datasets' cached stores, no extra copy
+    assert sorted(p.name for p in out.iterdir()) == ["fold0", "fold1"]
     encoder = corpus_encoder("static")
     store, keys = crosssite.training_store(records, encoder)
     parallel, same = {}, 0.0

@@ -492,18 +492,26 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
 def training_store(everything, encoder, min_coverage: float = 0.75, workers: int = 2):
     """``(store, keys)``: one store of every trainable page (built once per dataset and
     cached), and each store page's ``DATASET/ID`` key."""
-    from ..limits import PageLimits
     from ..store import GraphStore
+
+    parts, keys = _dataset_stores(everything, encoder, min_coverage, workers)
+    return GraphStore.concat([store for _, store in parts]), keys
+
+
+def _dataset_stores(everything, encoder, min_coverage: float, workers: int):
+    """``([(cache path, store), ...], keys)``: each dataset's cached store, in the order
+    ``training_store`` joins them, and every store page's ``DATASET/ID`` key."""
+    from ..limits import PageLimits
 
     by_dataset: dict[str, list] = defaultdict(list)
     for r in everything:
         by_dataset[r.dataset].append(r)
-    stores, keys = [], []
+    parts, keys = [], []
     for name, records in by_dataset.items():
-        store = _cached_store(name, records, encoder, min_coverage, PageLimits(), workers)
-        stores.append(store)
+        path, store = _cached_store(name, records, encoder, min_coverage, PageLimits(), workers)
+        parts.append((path, store))
         keys.extend(f"{name}/{i}" for i in store.ids)
-    return GraphStore.concat(stores), keys
+    return parts, keys
 
 
 def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, model_dir: Path):
@@ -541,10 +549,11 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     return model
 
 
-def _train_plan_job(store_path: str, keys: list, name: str, train_keys: set, encoder: tuple,
-                    cfg_kwargs: dict, model_dir: str) -> str:
-    """One ``train_in_parallel`` process: load the shared store, train and save one plan's
-    model. ``encoder``: (name, dim, version), all that training reads of the encoder."""
+def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
+                    encoder: tuple, cfg_kwargs: dict, model_dir: str) -> str:
+    """One ``train_in_parallel`` process: join the datasets' cached stores as
+    ``training_store`` does, train and save one plan's model. ``encoder``: (name, dim,
+    version), all that training reads of the encoder."""
     from types import SimpleNamespace
 
     import torch
@@ -553,7 +562,7 @@ def _train_plan_job(store_path: str, keys: list, name: str, train_keys: set, enc
 
     logging.basicConfig(level=logging.INFO, format=f"{name} %(asctime)s %(message)s")
     torch.set_num_threads(max(1, int(cfg_kwargs.get("threads") or 1)))
-    store = GraphStore.load(store_path)
+    store = GraphStore.concat([GraphStore.load(path) for path in store_paths])
     enc = SimpleNamespace(name=encoder[0], dim=encoder[1], version=encoder[2])
     train_plan_model(store, keys, FoldPlan(name, [], train_keys), enc, cfg_kwargs,
                      Path(model_dir))
@@ -565,8 +574,8 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
                       workers: int = 2) -> list[str]:
     """Train the models of ``plans`` that ``out/PLAN/model`` does not hold yet, ``jobs`` at
     a time in their own processes, each exactly as ``train_plan_model`` alone would (same
-    pages, seed and recipe). The training store is built once here and saved for the
-    processes to load. One GPU trains several of these small models at once (an H100 trained
+    pages, seed and recipe). The datasets' stores are built (and embedded) once here, into
+    ``training_store``'s cache, and each process loads them from there. One GPU trains several of these small models at once (an H100 trained
     the seven MiniLM plans of a site-cv + leave-out run in under three minutes together);
     returns the plans trained."""
     import multiprocessing
@@ -579,22 +588,17 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
         for plan in todo:
             check_init_disjoint(plan, cfg_kwargs["init"])
     encoder = corpus_encoder(encoder_name)
-    store, keys = training_store(everything, encoder, min_coverage, workers)
-    out.mkdir(parents=True, exist_ok=True)
-    store_path = out / ".train-store.safetensors"
-    store.save(store_path)
-    del store
+    parts, keys = _dataset_stores(everything, encoder, min_coverage, workers)
+    store_paths = [str(path) for path, _ in parts]
+    del parts
     identity = (encoder.name, encoder.dim, encoder.version)
-    try:
-        # spawn: the processes must not inherit a CUDA context or the encoder's threads
-        with ProcessPoolExecutor(max_workers=max(1, jobs),
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_train_plan_job, str(store_path), keys, p.name,
-                                   p.train_keys, identity, cfg_kwargs,
-                                   str(out / p.name / "model")) for p in todo]
-            done = [f.result() for f in futures]
-    finally:
-        store_path.unlink(missing_ok=True)
+    # spawn: the processes must not inherit a CUDA context or the encoder's threads
+    with ProcessPoolExecutor(max_workers=max(1, jobs),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_train_plan_job, store_paths, keys, p.name, p.train_keys,
+                               identity, cfg_kwargs, str(out / p.name / "model"))
+                   for p in todo]
+        done = [f.result() for f in futures]
     logger.info("trained %s in parallel (%d at a time)", ", ".join(done), jobs)
     return done
 
@@ -634,19 +638,20 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
 
 
 def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
-    """The labelled store of one dataset's records, cached like ``corpus.labelled_store``."""
+    """``(path, store)``: the labelled store of one dataset's records and the file it is
+    cached in, like ``corpus.labelled_store``."""
     from ..store import GraphStore
 
     split = records[0].split if records else "all"
     key = f"{name}-{split}-{len(records)}-" + store_key(encoder, limits, min_coverage)
     path = cache_root() / f"{key}.safetensors"
     if path.exists():
-        return GraphStore.load(path)
+        return path, GraphStore.load(path)
     store = store_from_records(records, encoder, min_coverage, limits, workers,
                                meta={"dataset": name, "split": split})
     path.parent.mkdir(parents=True, exist_ok=True)
     store.save(path)
-    return store
+    return path, store
 
 
 # ----------------------------------------------------------------------------------------------
