@@ -579,6 +579,67 @@ def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monk
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--jobs 0: at least 1")
 
 
+def test_page_type_weights_lift_rare_page_types_and_average_one():
+    from scrapy_grownup.training.loop import AuxLabels, page_type_weights
+
+    types = ["article"] * 80 + ["listing"] * 5 + ["product"] * 15
+    weights = page_type_weights(types, 0.5)
+    assert weights.shape == (100,) and weights.dtype == np.float32
+    assert weights.mean() == pytest.approx(1.0, abs=1e-6)
+    article, listing, product = weights[0], weights[80], weights[85]
+    assert listing > product > 1.0 > article
+    # frequency ** -0.5 (with the add-one of class_weights): 16 / 6 pages -> sqrt(81 / 6)
+    assert listing / article == pytest.approx((81 / 6) ** 0.5, rel=1e-5)
+    assert (page_type_weights(types, 0.0) == 1.0).all()
+
+    class Store:  # what node_weights reads of a GraphStore
+        num_pages = 3
+        page_ptr = np.array([0, 2, 5, 6])
+
+        def num_nodes(self, i):
+            return int(self.page_ptr[i + 1] - self.page_ptr[i])
+
+    aux = AuxLabels(np.full(3, -1), np.full(6, -1, dtype=np.int8))
+    assert aux.node_weights(Store(), [2, 0]) is None
+    aux.page_weights = np.array([0.5, 1.0, 4.0], dtype=np.float32)
+    assert aux.node_weights(Store(), [2, 0]).tolist() == [4.0, 0.5, 0.5]
+    joined = AuxLabels.concat([aux, AuxLabels(np.full(2, -1), np.full(3, -1, dtype=np.int8))])
+    assert joined.page_weights.tolist() == [0.5, 1.0, 4.0, 1.0, 1.0]
+
+
+def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeypatch, capsys):
+    """``grownup evaluate --type-balance``: the same pages and seed, rare page types weigh
+    more, so the weights differ; training without the pages' types is refused."""
+    if not _available("wcxb_dev"):
+        pytest.skip("dataset wcxb_dev not available")
+    from safetensors.numpy import load_file
+
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.training import crosssite
+    from scrapy_grownup.training.corpus import corpus_encoder
+
+    monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
+    records = crosssite.load_records(["wcxb_dev"], limit=30)
+    types = crosssite.page_types_of(records)
+    assert len(set(types.values())) >= 2 and set(types) == {crosssite.record_key(r)
+                                                             for r in records}
+    plan = crosssite.FoldPlan("all", [], set(types))
+    encoder = corpus_encoder("static")
+    store, keys = crosssite.training_store(records, encoder)
+    cfg = {"preset": "small", "epochs": 1, "lr": 2e-3, "threads": 1, "device": "cpu",
+           "overrides": {"num_layers": 2, "num_transformer_layers": 0, "readout": "mean"}}
+    crosssite.train_plan_model(store, keys, plan, encoder, cfg, tmp_path / "plain", types)
+    balanced = {**cfg, "type_balance": 0.5}
+    crosssite.train_plan_model(store, keys, plan, encoder, balanced, tmp_path / "bal", types)
+    a = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    b = load_file(str(tmp_path / "bal" / "model.safetensors"))
+    assert max(float(np.abs(a[n] - b[n]).max()) for n in a) > 1e-3
+    with pytest.raises(ValueError, match="page types"):
+        crosssite.train_plan_model(store, keys, plan, encoder, balanced, tmp_path / "x")
+    assert main(["evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
+    assert "--type-balance -1" in capsys.readouterr().err
+
+
 def test_trainer_dev_split_holds_whole_sites():
     from scrapy_grownup.training.loop import TrainConfig
     from scrapy_grownup.training.trainer import _dev_ids

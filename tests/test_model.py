@@ -434,6 +434,21 @@ def test_weighted_bce_ignores_unlabelled_nodes():
     assert masked.item() == 0.0
 
 
+
+def test_weighted_bce_scales_each_node_by_its_pages_weight():
+    logits = torch.tensor([2.0, -1.0, 0.5, 3.0])
+    targets = torch.tensor([1.0, 0.0, -1.0, 1.0])
+    plain = weighted_bce_with_smoothing(logits, targets, reduction="none")
+    weight = torch.tensor([3.0, 0.5, 7.0, 1.0])
+    weighted = weighted_bce_with_smoothing(logits, targets, reduction="none", node_weight=weight)
+    assert torch.allclose(weighted, plain * torch.tensor([3.0, 0.5, 0.0, 1.0]))
+    # the mean still divides by the counted nodes: weights that average 1 keep the loss's scale
+    mean = weighted_bce_with_smoothing(logits, targets, node_weight=weight)
+    assert mean.item() == pytest.approx(float((plain * torch.tensor([3.0, 0.5, 0, 1])).sum()) / 3)
+    ones = weighted_bce_with_smoothing(logits, targets, node_weight=torch.ones(4))
+    assert ones.item() == pytest.approx(weighted_bce_with_smoothing(logits, targets).item())
+
+
 # -- config -------------------------------------------------------------------------------------
 
 def test_config_round_trip_and_presets():

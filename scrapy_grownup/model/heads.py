@@ -294,12 +294,14 @@ def masked_cross_entropy(logits: Tensor, targets: Tensor, weight: Tensor | None 
 
 def weighted_bce_with_smoothing(logits: Tensor, targets: Tensor, pos_weight: float = 1.0,
                                 neg_weight: float = 1.0, smoothing: float = 0.01,
-                                mask: Tensor | None = None, reduction: str = "mean") -> Tensor:
+                                mask: Tensor | None = None, reduction: str = "mean",
+                                node_weight: Tensor | None = None) -> Tensor:
     """Class-weighted binary cross-entropy on logits with Keras-style label smoothing.
 
     Targets are 1 (content), 0 (boilerplate) or -1 (not a candidate: ignored), as are nodes
     where ``mask`` is False. Smoothed target ``y (1 - s) + s / 2``; each node's loss is scaled
-    by ``pos_weight`` or ``neg_weight`` by its label; ``"mean"`` divides the weighted sum by the
+    by ``pos_weight`` or ``neg_weight`` by its label and by ``node_weight`` where given (a
+    page's weight on each of its nodes); ``"mean"`` divides the weighted sum by the
     number of counted nodes (the reference normalises its class weights to average 1, e.g.
     CleanEval 1.2 / 0.8). With no counted node the result is a zero that keeps the graph.
     """
@@ -310,6 +312,8 @@ def weighted_bce_with_smoothing(logits: Tensor, targets: Tensor, pos_weight: flo
     smoothed = y * (1.0 - smoothing) + 0.5 * smoothing
     weight = torch.where(y > 0.5, torch.full_like(y, pos_weight), torch.full_like(y, neg_weight))
     weight = weight * valid.to(logits.dtype)
+    if node_weight is not None:
+        weight = weight * node_weight.to(logits.dtype)
     losses = F.binary_cross_entropy_with_logits(logits, smoothed, reduction="none") * weight
     if reduction == "none":
         return losses

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 
 from .. import datasets
 from ..alignment import align_labels, assemble_text, perfect_filter_text
@@ -34,7 +35,7 @@ from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..splits import site_folds, site_groups
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
-from .loop import AuxLabels, TrainConfig, fit_epochs
+from .loop import AuxLabels, TrainConfig, fit_epochs, page_type_weights
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,12 @@ def load_records(names: Sequence[str], split_of: dict[str, str] | None = None,
 
 def record_key(record) -> str:
     return f"{record.dataset}/{record.id}"
+
+
+def page_types_of(records) -> dict[str, str]:
+    """``DATASET/ID`` -> page type: the set's own label where it has one (``wcxb_dev``,
+    ``magic_html_forum``), else "article" (the news sets, Dragnet, CleanEval)."""
+    return {record_key(r): r.extra.get("page_type") or "article" for r in records}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -514,9 +521,12 @@ def _dataset_stores(everything, encoder, min_coverage: float, workers: int):
     return parts, keys
 
 
-def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, model_dir: Path):
+def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, model_dir: Path,
+                     page_types: dict[str, str] | None = None):
     """Train a fresh model on the plan's training pages (fixed epochs, no dev split, so no
-    test page steers training) and save it to ``model_dir``; returns the model."""
+    test page steers training) and save it to ``model_dir``; returns the model.
+    ``page_types`` (``DATASET/ID`` -> type, ``page_types_of``) weighs pages by their type's
+    share of the training pages where ``cfg_kwargs["type_balance"]`` is set."""
     import torch
 
     from ..model import GrownUpModel, ModelConfig
@@ -539,7 +549,14 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
 
         check_init_disjoint(plan, cfg.init)
         load_pretrained(model, cfg.init)
-    history = fit_epochs(model, store, indices, AuxLabels.empty(store), cfg,
+    aux = AuxLabels.empty(store)
+    if cfg.type_balance:
+        if page_types is None:
+            raise ValueError("type_balance needs the pages' page types")
+        aux.page_weights = np.ones(store.num_pages, dtype=np.float32)
+        aux.page_weights[indices] = page_type_weights(
+            [page_types.get(keys[i], "article") for i in indices], cfg.type_balance)
+    history = fit_epochs(model, store, indices, aux, cfg,
                          log=lambda rec: logger.info("%s %s", plan.name, rec))
     model.cpu()
     model.save_pretrained(model_dir, encoder=encoder.name, encoder_version=encoder.version,
@@ -550,7 +567,8 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
 
 
 def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
-                    encoder: tuple, cfg_kwargs: dict, model_dir: str) -> str:
+                    encoder: tuple, cfg_kwargs: dict, model_dir: str,
+                    page_types: dict | None = None) -> str:
     """One ``train_in_parallel`` process: join the datasets' cached stores as
     ``training_store`` does, train and save one plan's model. ``encoder``: (name, dim,
     version), all that training reads of the encoder."""
@@ -565,7 +583,7 @@ def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
     store = GraphStore.concat([GraphStore.load(path) for path in store_paths])
     enc = SimpleNamespace(name=encoder[0], dim=encoder[1], version=encoder[2])
     train_plan_model(store, keys, FoldPlan(name, [], train_keys), enc, cfg_kwargs,
-                     Path(model_dir))
+                     Path(model_dir), page_types)
     return name
 
 
@@ -595,8 +613,9 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
     # spawn: the processes must not inherit a CUDA context or the encoder's threads
     with ProcessPoolExecutor(max_workers=max(1, jobs),
                              mp_context=multiprocessing.get_context("spawn")) as pool:
+        page_types = page_types_of(everything)
         futures = [pool.submit(_train_plan_job, store_paths, keys, p.name, p.train_keys,
-                               identity, cfg_kwargs, str(out / p.name / "model"))
+                               identity, cfg_kwargs, str(out / p.name / "model"), page_types)
                    for p in todo]
         done = [f.result() for f in futures]
     logger.info("trained %s in parallel (%d at a time)", ", ".join(done), jobs)
@@ -627,7 +646,7 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
                 cache["store"], cache["keys"] = training_store(everything, encoder,
                                                                min_coverage, workers)
             model = train_plan_model(cache["store"], cache["keys"], plan, encoder, cfg_kwargs,
-                                     model_dir)
+                                     model_dir, page_types_of(everything))
         layout = uses_layout(model.config.input_blocks)
         # scored where it trained (--device): on a GPU machine the fold pages score there too
         return ArticleExtractor(model, Featurizer(get_encoder(encoder_name), layout=layout),
@@ -695,6 +714,10 @@ def add_arguments(p) -> None:
                    help="loss weight of content nodes (2 measured better than 1 across sites)")
     p.add_argument("--threshold", type=float, default=0.4,
                    help="site-cv / leave-out: content probability cut-off of the fold models")
+    p.add_argument("--type-balance", type=float, default=0.0, metavar="POWER",
+                   help="site-cv / leave-out: weigh each training page's content loss by "
+                        "(share of the training pages of its page type) ** -POWER, averaging "
+                        "1 (default: 0, every page the same)")
     p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
                    help="site-cv / leave-out: share of training pages whose class and id "
                         "vectors are zeroed per batch (default: 0, the recipe)")
@@ -735,6 +758,8 @@ def run(args) -> int:
                            "and 1")
     if args.jobs < 1:
         raise GrownupError(f"--jobs {args.jobs}: at least 1")
+    if args.type_balance < 0:
+        raise GrownupError(f"--type-balance {args.type_balance}: 0 (off) or more")
     if not 0 <= args.average_last <= args.epochs:
         raise GrownupError(f"--average-last {args.average_last}: between 0 and --epochs "
                            f"({args.epochs})")
@@ -770,6 +795,8 @@ def run(args) -> int:
                "pos_weight": args.pos_weight, "layout": not args.no_layout, "seed": args.seed}
         if args.attribute_dropout:
             cfg["attribute_dropout"] = args.attribute_dropout
+        if args.type_balance:
+            cfg["type_balance"] = args.type_balance
         if args.average_last:
             cfg["average_last"] = args.average_last
         if args.init:

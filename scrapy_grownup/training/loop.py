@@ -57,6 +57,10 @@ class TrainConfig:
     genre_weight: float = 0.0  # > 0: genre head, loss on pages with a genre label
     role_weight: float = 0.0   # > 0: role head, loss on nodes with a role label
     role_balance: float = 0.5  # role class weights ~ frequency ** -role_balance (0: none)
+    # Content-loss weight of a page ~ (share of training pages of its page type) ** -type_balance
+    # (0: every page weighs the same): products, listings and collections are a few percent of
+    # the training pages and what the content head gets most wrong on unseen sites.
+    type_balance: float = 0.0
     # After training: refit the genre / role heads on the best model's frozen features
     # (kept only where the dev score does not drop); 0 turns it off.
     refit_steps: int = 500
@@ -65,10 +69,12 @@ class TrainConfig:
 
 @dataclass
 class AuxLabels:
-    """Genre id per page and role id per node of a ``GraphStore`` (-1: no label)."""
+    """Genre id per page and role id per node of a ``GraphStore`` (-1: no label), and the
+    content loss's weight per page (None: 1 for every page)."""
 
     genres: np.ndarray  # int64 [pages]
     roles: np.ndarray   # int8 [nodes], aligned with the store's nodes
+    page_weights: np.ndarray | None = None  # float32 [pages]
 
     @classmethod
     def empty(cls, store: GraphStore) -> "AuxLabels":
@@ -77,8 +83,24 @@ class AuxLabels:
 
     @classmethod
     def concat(cls, parts: list["AuxLabels"]) -> "AuxLabels":
+        weights = None
+        if any(p.page_weights is not None for p in parts):
+            weights = np.concatenate([
+                p.page_weights if p.page_weights is not None
+                else np.ones(len(p.genres), dtype=np.float32) for p in parts])
         return cls(np.concatenate([p.genres for p in parts]),
-                   np.concatenate([p.roles for p in parts]))
+                   np.concatenate([p.roles for p in parts]), weights)
+
+    def node_weights(self, store: GraphStore, indices):
+        """The content loss's weight of every node of ``store.collate(indices)`` (each node
+        its page's), or None where every page weighs 1."""
+        import torch
+
+        if self.page_weights is None:
+            return None
+        sizes = [store.num_nodes(i) for i in indices]
+        return torch.from_numpy(np.repeat(self.page_weights[list(indices)], sizes)
+                                .astype(np.float32))
 
     def targets(self, store: GraphStore, indices) -> tuple:
         """``(genre [B], role [N])`` long tensors for ``store.collate(indices)``."""
@@ -100,14 +122,28 @@ def class_weights(labels: np.ndarray, num_classes: int, power: float) -> np.ndar
     return weights * counts.sum() / (weights * counts).sum()
 
 
-def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights=None):
-    """``(total loss, {part: float})`` of one batch for the heads the model has."""
+def page_type_weights(page_types, power: float) -> np.ndarray:
+    """Content-loss weight per page ~ (share of the pages with its page type) ** -power,
+    averaging 1 over the pages (``TrainConfig.type_balance``); ``power`` 0: all 1."""
+    names = sorted(set(page_types))
+    ids = np.array([names.index(t) for t in page_types], dtype=np.int64)
+    weights = class_weights(ids, len(names), power) if power else None
+    if weights is None:
+        return np.ones(len(ids), dtype=np.float32)
+    per_page = weights[ids]
+    return (per_page / per_page.mean()).astype(np.float32)
+
+
+def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights=None,
+                   node_weight=None):
+    """``(total loss, {part: float})`` of one batch for the heads the model has;
+    ``node_weight`` scales each node's content loss (``AuxLabels.node_weights``)."""
     from ..model import masked_cross_entropy, weighted_bce_with_smoothing
 
     output = model(batch, genre_labels=genre_y if model.genre_head is not None else None)
     content = weighted_bce_with_smoothing(
         output.node_logits, batch.y, pos_weight=cfg.pos_weight, neg_weight=cfg.neg_weight,
-        smoothing=cfg.label_smoothing)
+        smoothing=cfg.label_smoothing, node_weight=node_weight)
     loss = cfg.content_weight * content
     parts = {"content": float(content.detach())}
     if output.genre_logits is not None and cfg.genre_weight:
@@ -174,10 +210,14 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
         if cfg.attribute_dropout > 0:
             drop_attributes(batch, cfg.attribute_dropout, generator)
         genre_y, role_y = aux.targets(store, chosen)
+        node_weight = aux.node_weights(store, chosen)
         if cfg.device != "cpu":
             batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
                                       role_y.to(cfg.device))
-        loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights)
+            if node_weight is not None:
+                node_weight = node_weight.to(cfg.device)
+        loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights,
+                                     node_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
