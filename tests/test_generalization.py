@@ -638,6 +638,8 @@ def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeyp
         crosssite.train_plan_model(store, keys, plan, encoder, balanced, tmp_path / "x")
     assert main(["evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
     assert "--type-balance -1" in capsys.readouterr().err
+    assert main(["evaluate", "--protocol", "site-cv", "--workers", "0"]) == 2
+    assert "--workers 0: at least 1" in capsys.readouterr().err
 
 
 def test_trainer_dev_split_holds_whole_sites():

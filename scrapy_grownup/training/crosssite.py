@@ -679,6 +679,14 @@ def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
 PROTOCOLS = ("in-domain", "site-cv", "leave-out", "model")
 
 
+def default_workers() -> int:
+    """Featurizing processes for the training stores: one per core, at most 8 (each holds a
+    parser and the encoder; 2 on a 2-core machine, 8 on a 16-core GPU machine)."""
+    import os
+
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 def chosen_baselines(no_baselines: bool, no_trafilatura: bool) -> tuple[str, ...]:
     """The baselines a cross-site run scores beside the model (``--no-baselines``,
     ``--no-trafilatura``)."""
@@ -739,6 +747,10 @@ def add_arguments(p) -> None:
                         "model (grownup pretrain's OUT/best); refused where its corpus holds "
                         "pages of a test site")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--workers", type=int, default=default_workers(),
+                   help="site-cv / leave-out: processes that parse and featurize the training "
+                        "pages (default: one per core, at most 8: "
+                        f"{default_workers()} here)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="site-cv / leave-out: train N plans' models at once, each in its own "
                         "process (default: 1). For a GPU, which holds several of these small "
@@ -758,6 +770,8 @@ def run(args) -> int:
                            "and 1")
     if args.jobs < 1:
         raise GrownupError(f"--jobs {args.jobs}: at least 1")
+    if args.workers < 1:
+        raise GrownupError(f"--workers {args.workers}: at least 1")
     if args.type_balance < 0:
         raise GrownupError(f"--type-balance {args.type_balance}: 0 (off) or more")
     if not 0 <= args.average_last <= args.epochs:
@@ -803,9 +817,9 @@ def run(args) -> int:
             cfg["init"] = str(args.init)
         if args.jobs > 1:
             train_in_parallel(plans, everything, args.encoder, cfg, out / args.protocol,
-                              args.jobs)
+                              args.jobs, workers=args.workers)
         trainer = fold_trainer(everything, args.encoder, cfg, out / args.protocol,
-                               threshold=args.threshold)
+                               workers=args.workers, threshold=args.threshold)
         scores = run_plans(plans, everything, trainer, out / args.protocol, baselines=baselines)
     rows = summary(scores)
     print(format_summary(rows))
