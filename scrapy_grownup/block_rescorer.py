@@ -27,15 +27,15 @@ from .attribute_cues import CUE_NAMES, attribute_cues
 from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
-from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_of, block_scores, check_cut_weight,
-                     page_threshold)
+from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_means, block_of, block_scores,
+                     check_cut_weight, page_threshold)
 from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
 
 __all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
            "block_features", "spread_to_nodes"]
 
-BLOCK_FEATURE_VERSION = "2"  # 2: the class and id cues
+BLOCK_FEATURE_VERSION = "3"  # 2: the class and id cues; 3: code blocks scored by their best node
 RESCORER_FILE = "block_rescorer.npz"
 # Blocks the content head scores below this keep their score: over half of a page's blocks
 # (menus, footers), holding under 1% of the content's text across the modern sets.
@@ -87,7 +87,7 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     roots = np.unique(owned_block)
     m = len(roots)
     chars = np.bincount(owned_block, weights=lengths[owners], minlength=n)[roots]
-    score = np.bincount(owned_block, weights=(lengths * probs)[owners], minlength=n)[roots] / chars
+    score = block_means(page, probs, block, lengths)[roots]
     top = np.full(n, -1.0)
     np.maximum.at(top, owned_block, probs[owners])
     low = np.full(n, 2.0)

@@ -233,6 +233,43 @@ def test_a_block_is_dropped_whole_when_its_text_is_mostly_boilerplate():
     assert not keep[_node(page, "p")] and not keep[_node(page, "a")]
 
 
+
+# A highlighted code listing as Pygments writes it (the Python docs): a span per token.
+CODE_PAGE = (b"<html><body><div class=highlight><pre>"
+             b"<span class=k>def</span> <span class=nf>pairwise</span><span class=p>(</span>"
+             b"<span class=n>iterable</span><span class=p>):</span>\n"
+             b"    <span class=k>return</span> <span class=nb>zip</span><span class=p>(</span>"
+             b"<span class=n>iterable</span><span class=p>,</span> <span class=n>iterable</span>"
+             b"<span class=p>[</span><span class=mi>1</span><span class=p>:])</span>"
+             b"</pre></div>"
+             b"<p>Return successive overlapping pairs taken from the input iterable.</p>"
+             b"</body></html>")
+
+
+def test_a_code_block_is_judged_by_its_most_confident_token():
+    page = parse_page(CODE_PAGE)
+    probs = np.full(page.num_nodes, 0.15)   # the punctuation and names, judged one by one
+    probs[_node(page, "span", 0)] = 0.7     # "def": the model knows this is code
+    probs[_node(page, "p")] = 0.9
+    pre = _node(page, "pre")
+    spans = [i for i, t in enumerate(page.tags) if t == "span"]
+    assert all(block_of(page)[s] == pre for s in spans)
+    scores = block_scores(page, probs)
+    assert np.allclose(scores[spans], 0.7)
+    text = assemble_text(page, content_mask(page, probs, 0.4))
+    assert "def pairwise(iterable):" in text and "return zip(iterable, iterable[1:])" in text
+    # the root's own score counts too (a listing whose every token scored low)
+    probs[spans] = 0.1
+    probs[pre] = 0.6
+    assert np.allclose(block_scores(page, probs)[spans], 0.6)
+    # a paragraph is still judged by its text-weighted mean, as before
+    page2 = parse_page(BLOCK_PAGE)
+    probs2 = np.zeros(page2.num_nodes)
+    probs2[_node(page2, "p")] = 0.9
+    probs2[_node(page2, "a", 0)] = 0.0
+    p_scores = block_scores(page2, probs2)
+    assert 0.0 < p_scores[_node(page2, "p")] < 0.9
+
 # ------------------------------------------------------------------------------------------
 # The main container and repeated blocks
 
