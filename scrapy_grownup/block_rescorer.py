@@ -229,7 +229,7 @@ class BlockRescorer:
             if version != ours or names != BLOCK_FEATURE_NAMES:
                 raise ValueError(f"{path}: block rescorer for block features version "
                                  f"{version!r} (and page signals); this package computes "
-                                 f"{ours!r}")
+                                 f"{ours!r}: refit it with grownup fit-rescorer")
             # a file written before a decision was stored gets the constructor's default,
             # the content model's own
             decisions = {name: cast(f[name]) for name, cast in

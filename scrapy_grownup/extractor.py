@@ -368,7 +368,9 @@ def load_rescorer(directory: Path, rescore: bool | None = None):
     try:
         return BlockRescorer.load(path)
     except (OSError, ValueError, KeyError) as exc:
-        raise ModelLoadError(f"{path}: {exc}") from None
+        message = str(exc)
+        raise ModelLoadError(message if str(path) in message else f"{path}: {message}") \
+            from None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

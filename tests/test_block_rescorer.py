@@ -284,3 +284,21 @@ def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
     score_splits = rescorer.trees.threshold[(rescorer.trees.feature == COLUMN["score"])
                                             & np.isfinite(rescorer.trees.threshold)]
     assert len(score_splits) and score_splits.min() >= 0.3
+
+
+def test_a_rescorer_of_older_block_features_is_refused_with_one_line_saying_to_refit(tmp_path):
+    from scrapy_grownup import ArticleExtractor
+
+    model = tmp_path / "fast"
+    shutil.copytree(MODELS_DIR / "fast", model)
+    with np.load(model / "block_rescorer.npz", allow_pickle=False) as f:
+        fields = {k: f[k] for k in f.files}
+    fields["version"] = np.array("2/1")   # what the previous release wrote
+    np.savez(model / "block_rescorer.npz", **fields)
+    with pytest.raises(ModelLoadError) as info:
+        ArticleExtractor.from_pretrained(model)
+    message = str(info.value)
+    assert "\n" not in message and message.count(str(model / "block_rescorer.npz")) == 1
+    assert "version '2/1'" in message and "refit it with grownup fit-rescorer" in message
+    # without the rescorer the model still loads
+    assert ArticleExtractor.from_pretrained(model, rescore=False) is not None
