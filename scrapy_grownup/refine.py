@@ -139,6 +139,8 @@ def block_means(page: PageStructure, probs: np.ndarray, block: np.ndarray,
     weight = np.bincount(block[owners], weights=lengths[owners], minlength=n)
     mass = np.bincount(block[owners], weights=(lengths * probs)[owners], minlength=n)
     mean = np.divide(mass, weight, out=np.zeros(n), where=weight > 0)
+    if CODE_BLOCK_TAGS.isdisjoint(page.tags):  # most pages: no code
+        return mean
     code = np.fromiter((tag in CODE_BLOCK_TAGS for tag in page.tags), dtype=bool, count=n)
     code &= (block == np.arange(n)) & (weight > 0)
     if code.any():
