@@ -130,8 +130,9 @@ def block_means(page: PageStructure, probs: np.ndarray, block: np.ndarray,
     its text-owning nodes' probabilities; for a code block (``CODE_BLOCK_TAGS``), the highest of
     them and the root's own. Syntax highlighters split code into a ``<span>`` per token, which
     the model judges one by one out of context (a lone ``)`` or ``=``), so a kept listing
-    would lose most of its lines; code blocks are content far more often than not (97% of the
-    ``<pre>`` blocks of the modern sets). 0 elsewhere."""
+    would lose most of its lines; code blocks are content far more often than not (of the
+    modern sets' 1,488 ``<pre>`` blocks, 1,290 are content by their gold, 30 are not). 0
+    elsewhere."""
     probs = np.asarray(probs, dtype=np.float64)
     lengths = lengths.astype(np.float64)
     owners = lengths > 0
