@@ -131,8 +131,8 @@ def block_means(page: PageStructure, probs: np.ndarray, block: np.ndarray,
     them and the root's own. Syntax highlighters split code into a ``<span>`` per token, which
     the model judges one by one out of context (a lone ``)`` or ``=``), so a kept listing
     would lose most of its lines; code blocks are content far more often than not (of the
-    modern sets' 1,488 ``<pre>`` blocks, 1,290 are content by their gold, 30 are not). 0
-    elsewhere."""
+    1,488 ``<pre>`` blocks of ``wcxb_dev`` and magic-html, 1,290 are content by their gold,
+    30 are not). 0 elsewhere."""
     probs = np.asarray(probs, dtype=np.float64)
     lengths = lengths.astype(np.float64)
     owners = lengths > 0
