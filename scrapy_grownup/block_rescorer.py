@@ -27,7 +27,7 @@ from .attribute_cues import CUE_NAMES, attribute_cues
 from .dom import PageStructure
 from .layout import LAYOUT_DIM
 from .page_signals import SIGNAL_DIM, SIGNAL_VERSION
-from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_means, block_of, block_scores,
+from .refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_means, block_of,
                      check_cut_weight, page_threshold)
 from .boosted_trees import BoostedTrees
 from .tree import depth_levels, inherit, subtree_sum
@@ -87,7 +87,8 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     roots = np.unique(owned_block)
     m = len(roots)
     chars = np.bincount(owned_block, weights=lengths[owners], minlength=n)[roots]
-    score = block_means(page, probs, block, lengths)[roots]
+    means = block_means(page, probs, block, lengths)
+    score = means[roots]
     top = np.full(n, -1.0)
     np.maximum.at(top, owned_block, probs[owners])
     low = np.full(n, 2.0)
@@ -104,8 +105,9 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     following = np.r_[score[1:], 0.0]
     previous_2 = np.r_[0.0, 0.0, score[:-2]][:m]
     following_2 = np.r_[score[2:], 0.0, 0.0][:m]
-    # the page as refine.content_mask sees it
-    scores = block_scores(page, probs, block, lengths)
+    # the page as refine.content_mask sees it (refine.block_scores, from the means above)
+    scores = probs.copy()
+    scores[owners] = means[owned_block]
     cut = page_threshold(scores, lengths, threshold)
     total = lengths.sum()
     share_above = lengths[owners & (scores >= threshold)].sum() / total

@@ -233,7 +233,6 @@ def test_a_block_is_dropped_whole_when_its_text_is_mostly_boilerplate():
     assert not keep[_node(page, "p")] and not keep[_node(page, "a")]
 
 
-
 # A highlighted code listing as Pygments writes it (the Python docs): a span per token.
 CODE_PAGE = (b"<html><body><div class=highlight><pre>"
              b"<span class=k>def</span> <span class=nf>pairwise</span><span class=p>(</span>"
@@ -269,6 +268,7 @@ def test_a_code_block_is_judged_by_its_most_confident_token():
     probs2[_node(page2, "a", 0)] = 0.0
     p_scores = block_scores(page2, probs2)
     assert 0.0 < p_scores[_node(page2, "p")] < 0.9
+
 
 # ------------------------------------------------------------------------------------------
 # The main container and repeated blocks
