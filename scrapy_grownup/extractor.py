@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .alignment import assemble_text
-from .assembly import article_mask
+from .assembly import article_mask, rescored_article_mask
 from .article import Article
 from .dom import PageStructure, parse_page
 from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
@@ -287,14 +287,12 @@ class ArticleExtractor:
         ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
         from .head_fields import head_fields
 
-        decisions = {}
-        if self.rescorer is not None:
-            scores = self.rescorer.rescore(page, scores)
-            decisions = self.rescorer.decisions
         # code blocks and data tables whole, so text and Markdown never show half of one
-        keep = article_mask(page, scores, self.threshold,
-                            refine=self.refine if refine is None else refine,
-                            adaptive=self.adaptive, **decisions)
+        options = {"refine": self.refine if refine is None else refine, "adaptive": self.adaptive}
+        if self.rescorer is not None:
+            keep = rescored_article_mask(page, scores, self.rescorer, self.threshold, **options)
+        else:
+            keep = article_mask(page, scores, self.threshold, **options)
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
         if outputs is not None and outputs.get("roles") is not None:

@@ -200,6 +200,30 @@ def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     assert given.threshold == 0.7 and not given.adaptive and given.rescorer is not None
 
 
+def test_a_rescorer_that_would_empty_a_page_gives_way_to_the_content_model(monkeypatch):
+    """Where the rescored blocks keep no text but the content model found some, the article is
+    the content model's own (its threshold and decisions), never an empty one; where the
+    rescorer keeps something, its article stands."""
+    from scrapy_grownup import ArticleExtractor
+
+    plain = ArticleExtractor.from_pretrained("fast", rescore=False)
+    rescored = ArticleExtractor.from_pretrained("fast")
+    own = plain.extract(PAGE, url="https://news.test/bridge").text
+    assert PARAGRAPH in own
+    monkeypatch.setattr(rescored.rescorer, "rescore",
+                        lambda page, probs, layout=None: np.zeros_like(probs))
+    assert rescored.extract(PAGE, url="https://news.test/bridge").text == own
+    # one block left above the cut: the rescorer's article, not the fallback
+    def one_block(page, probs, layout=None):
+        out = np.zeros_like(probs)
+        out[[i for i, t in enumerate(page.node_text) if "Read the" in t]] = 0.99
+        return out
+
+    monkeypatch.setattr(rescored.rescorer, "rescore", one_block)
+    text = rescored.extract(PAGE, url="https://news.test/bridge").text
+    assert "engineers' report for details" in text and text != own
+
+
 def test_a_model_without_a_rescorer_loads_plain_and_refuses_rescore_true(tmp_path):
     from scrapy_grownup import ArticleExtractor
 

@@ -785,6 +785,74 @@ def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
         f"grownup fit-rescorer: error: --cv-dir {tmp_path / 'none'}: no such directory"
 
 
+def test_fit_rescorer_scores_a_seed_ensemble_by_its_models_mean_probability(tmp_path):
+    """``fit-rescorer --cv-dir A --cv-dir B``: each page scored by the mean of the two fold
+    models' node probabilities, what ``grownup ensemble`` of the two scores (so the rescorer
+    learns the errors of the scores it will read)."""
+    from pathlib import Path
+
+    import torch
+
+    from scrapy_grownup.extractor import MODELS_DIR, ArticleExtractor
+    from scrapy_grownup.model import GrownUpModel
+    from scrapy_grownup.training.crosssite import FoldPlan
+    from scrapy_grownup.training.rescorer import scored_pages
+
+    other = GrownUpModel.from_pretrained(MODELS_DIR / "fast")
+    with torch.no_grad():  # another "seed": the same shape, other weights
+        other.node_head.net.bias += 1.0
+    other.save_pretrained(tmp_path / "other")
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("article_*.html"))[:2]]
+    plan = FoldPlan("fold9", records, set())
+    both = scored_pages(plan, [MODELS_DIR / "fast", tmp_path / "other"], tmp_path / "cache",
+                        0.4, "cpu")
+    pages = [p.page for p in both]
+    alone = [ArticleExtractor.from_pretrained(d).score(pages)
+             for d in (MODELS_DIR / "fast", tmp_path / "other")]
+    for page, a, b in zip(both, *alone):
+        assert not np.allclose(a, b, atol=1e-3)
+        np.testing.assert_allclose(page.probs, (a + b) / 2, atol=1e-6)
+    assert len(list((tmp_path / "cache").glob("fold9-*.pkl"))) == 2  # one cache per model
+
+
+def test_grownup_ensemble_builds_a_model_and_fit_rescorer_checks_its_size(tmp_path, capsys):
+    """``grownup ensemble FIRST MEMBER --out DIR`` writes a model that loads like any other
+    (the first model's page-type classifier kept, no rescorer: it must be refitted), and
+    ``fit-rescorer`` refuses to fit an ensemble's rescorer on another number of fold sets."""
+    import json
+
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.extractor import MODELS_DIR
+
+    out = tmp_path / "pair"
+    assert main(["ensemble", "fast", str(MODELS_DIR / "fast"), "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed == {"ensemble": str(out), "models": 2, "kept": ["page_type.npz"]}
+    assert not (out / "block_rescorer.npz").exists()
+    doc = json.loads((out / "config.json").read_text())
+    assert doc["config"]["content_members"] == 1 and len(doc["metadata"]["ensemble"]["models"]) == 2
+    pair, fast = ArticleExtractor.from_pretrained(out), ArticleExtractor.from_pretrained("fast",
+                                                                                       rescore=False)
+    html = (MODELS_DIR.parent.parent.parent / "tests" / "golden").glob("article_*.html")
+    page = parse_page(next(iter(sorted(html))).read_bytes())
+    np.testing.assert_allclose(pair.score([page])[0], fast.score([page])[0], atol=1e-6)
+    assert pair.page_type is not None and pair.rescorer is None
+
+    assert main(["ensemble", "fast", "fast", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"grownup ensemble: error: --out {out}: not empty (the ensemble goes to a new directory)"
+    cv = tmp_path / "cv"
+    cv.mkdir()
+    assert main(["fit-rescorer", "--cv-dir", str(cv), "--model", str(out), "--out",
+                 str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"grownup fit-rescorer: error: --model {out} averages 2 content model(s) but 1 --cv-dir "
+        "were given: fit its rescorer on as many sets of fold models as it has models")
+
+
 def test_evaluation_scores_the_text_the_extractor_returns():
     """``grownup evaluate`` and ``fit-rescorer`` score the extractor's own article text: the
     rescorer's stored decisions (its cut-off rule too) and the completed tables and code."""

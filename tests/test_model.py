@@ -679,3 +679,47 @@ def test_a_config_with_edited_sizes_is_refused_before_anything_is_built(tmp_path
     assert "wrong shapes" in done.stdout
     grown_kb = int(done.stdout.split("grown_kb=")[1].split()[0])
     assert grown_kb < 200_000, done.stdout  # not the gigabyte of parameters
+
+
+# -- seed ensembles ------------------------------------------------------------------------------
+
+def test_an_ensemble_scores_the_mean_probability_and_its_heads_read_the_first_model(tmp_path):
+    """``grownup ensemble``: the content score is the mean of the models' probabilities; the
+    genre and role heads see the first model's own (what they were fitted on), so its
+    page-type classifier stays valid; the ensemble saves and loads like any model."""
+    from scrapy_grownup.training.ensemble import combine
+
+    first = tiny_model(seed=0, num_genres=3, num_roles=4, genre_readout="content_pooled").eval()
+    second, third = tiny_model(seed=1).eval(), tiny_model(seed=2).eval()
+    batch = Batch.from_data_list([tree_page(n, seed=n) for n in (5, 11, 7)])
+    ensemble = combine(first, [combine(second, [third])])  # an ensemble brings all its models
+    assert ensemble.config.content_members == 2
+    with torch.inference_mode():
+        probs = [torch.sigmoid(m(batch).node_logits) for m in (first, second, third)]
+        out = ensemble(batch)
+        alone = first(batch)
+    torch.testing.assert_close(torch.sigmoid(out.node_logits), torch.stack(probs).mean(0),
+                               atol=1e-6, rtol=0)
+    assert not torch.allclose(probs[0], probs[1], atol=1e-3)  # the seeds differ
+    torch.testing.assert_close(out.genre_logits, alone.genre_logits)
+    torch.testing.assert_close(out.role_logits, alone.role_logits)
+    ensemble.save_pretrained(tmp_path / "e")
+    loaded = GrownUpModel.from_pretrained(tmp_path / "e")
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded(batch).node_logits, out.node_logits)
+    # an ensemble's saved member tensors are checked like any other
+    with pytest.raises(ModelLoadError, match="unexpected tensors members.1"):
+        path = tmp_path / "e" / "config.json"
+        doc = json.loads(path.read_text())
+        doc["config"]["content_members"] = 1
+        doc.pop("weights_sha256")
+        path.write_text(json.dumps(doc))
+        GrownUpModel.from_pretrained(tmp_path / "e")
+
+
+def test_an_ensemble_refuses_models_of_another_shape():
+    from scrapy_grownup.errors import GrownupError
+    from scrapy_grownup.training.ensemble import combine
+
+    with pytest.raises(GrownupError, match="model 2 differs from the first in num_layers: an "):
+        combine(tiny_model(), [tiny_model(num_layers=1)])

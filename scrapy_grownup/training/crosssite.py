@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import datasets
 from ..alignment import align_labels, assemble_text, perfect_filter_text
-from ..assembly import article_mask
+from ..assembly import article_mask, rescored_article_mask
 from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
@@ -276,16 +276,22 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
             threshold = rescorer.feature_threshold  # the content head's own cut-off
         else:
             threshold = extractor.threshold
-        rows = (rescored if rescore else parsed)[variant.visibility]
-        # the rescorer's own decisions (a variant can still switch the container rule off)
-        decisions = {**rescorer.decisions, "container": variant.container and rescorer.container} \
-            if rescore else {"container": variant.container}
-        out[variant.name] = [
-            assemble_text(p, article_mask(p, s, threshold, refine=variant.refine,
-                                          blocks=variant.blocks, repeats=variant.repeats,
-                                          adaptive=variant.adaptive, headline=variant.headline,
-                                          byline=variant.byline, **decisions))
-            if p is not None else "" for p, s in rows]
+        options = {"refine": variant.refine, "blocks": variant.blocks,
+                   "repeats": variant.repeats, "adaptive": variant.adaptive,
+                   "headline": variant.headline, "byline": variant.byline}
+        texts = []
+        for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
+            if p is None:
+                texts.append("")
+            elif rescore:  # the rescorer's own decisions (a variant can switch off its container)
+                texts.append(assemble_text(p, rescored_article_mask(
+                    p, s, rescorer, threshold, rescored=r,
+                    container=variant.container and rescorer.container, **options)))
+            else:
+                texts.append(assemble_text(p, article_mask(p, s, threshold,
+                                                           container=variant.container,
+                                                           **options)))
+        out[variant.name] = texts
     return out
 
 
