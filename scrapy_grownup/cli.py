@@ -222,12 +222,6 @@ def cmd_fit_rescorer(args) -> int:
     return run(args)
 
 
-def cmd_ensemble(args) -> int:
-    from .training.ensemble import run
-
-    return run(args)
-
-
 def cmd_dataset_warc(args) -> int:
     from .training.dataset_warc import run
 
@@ -498,13 +492,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "out-of-fold scores; measure it across sites; add it to a model")
     rescorer_module.add_arguments(p)
     p.set_defaults(func=cmd_fit_rescorer)
-
-    from .training import ensemble as ensemble_module
-
-    p = sub.add_parser("ensemble", help="average content models of one recipe (other seeds) "
-                       "in one model directory")
-    ensemble_module.add_arguments(p)
-    p.set_defaults(func=cmd_ensemble)
 
     from .training import page_type as page_type_module
 

@@ -65,10 +65,6 @@ class ModelConfig:
     # (``heads.ContextRoleHead``: also the node's own inputs and its ancestors' class / id).
     role_features: str = "nodes"
     num_roles: int = 0              # > 0 adds a multi-class per-node role head
-    # Extra content models averaged with this one (``GrownUpModel.members``): the same shape
-    # and inputs, trained with other seeds; their mean node probability is the content score,
-    # while the genre and role heads keep reading this model's own (what they were fitted on).
-    content_members: int = 0
     genre_names: list[str] = field(default_factory=list)  # class names of the genre head
     role_names: list[str] = field(default_factory=list)   # class names of the role head
 
@@ -93,7 +89,7 @@ class ModelConfig:
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         for name in ("num_layers", "num_transformer_layers", "node_head_hidden", "num_genres",
-                     "num_roles", "role_head_hidden", "content_members"):
+                     "num_roles", "role_head_hidden"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         for classes, count, what in ((self.genre_names, self.num_genres, "genre"),

@@ -43,31 +43,6 @@ class ModelOutput:
     genre_inputs: Tensor | None = None  # [B, D] genre_inputs: before the head's trainable part
 
 
-class ContentMember(nn.Module):
-    """One more content model of an ensemble: its own backbone and content head over the same
-    inputs (``ModelConfig.content_members``)."""
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.backbone = GrownUpBackbone(config)
-        self.node_head = NodeHead(config.hidden_size, config.node_head_hidden, 1)
-
-    def forward(self, batch: Any) -> Tensor:
-        nodes, _ = self.backbone(batch)
-        return self.node_head(nodes)
-
-
-# Mean probabilities of 0 or 1 become finite logits (float32 sigmoid gives back the mean).
-_MEAN_PROBABILITY_EPS = 1e-7
-
-
-def mean_probability_logits(logits: list[Tensor]) -> Tensor:
-    """The logit of the mean of the models' content probabilities: seeds' models averaged
-    where they are unsure, not outvoted by one model's extreme logit."""
-    probs = torch.stack([torch.sigmoid(x.float()) for x in logits]).mean(0)
-    return torch.logit(probs.clamp(_MEAN_PROBABILITY_EPS, 1 - _MEAN_PROBABILITY_EPS))
-
-
 class GrownUpModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -87,8 +62,6 @@ class GrownUpModel(nn.Module):
             self.role_head = _context_role_head(config)
         elif config.num_roles:
             self.role_head = NodeHead(k, config.role_head_hidden, config.num_roles)
-        self.members = nn.ModuleList(ContentMember(config)
-                                     for _ in range(config.content_members))
 
     @property
     def genre_names(self) -> list[str]:
@@ -107,9 +80,6 @@ class GrownUpModel(nn.Module):
         node_logits = self.node_head(nodes)
         # the heads read where the content is, without moving the content decision
         content = torch.sigmoid(node_logits.detach().float())
-        if len(self.members):
-            node_logits = mean_probability_logits([node_logits]
-                                                  + [member(batch) for member in self.members])
         genre = genre_features = genre_inputs = None
         if self.genre_head is not None:
             genre_features = genre_inputs = self.genre_inputs(batch, nodes, pages, content)

@@ -62,7 +62,6 @@ def add_heads(args) -> dict:
     model = GrownUpModel(config)
     model.backbone.load_state_dict(base.backbone.state_dict())
     model.node_head.load_state_dict(base.node_head.state_dict())
-    model.members.load_state_dict(base.members.state_dict())  # an ensemble's other models
     encoder = corpus_encoder(config.encoder)
     start = time.perf_counter()
     result: dict = {"task": "fit-heads", "model": str(args.model), "fit": asdict(cfg)}

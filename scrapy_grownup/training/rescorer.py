@@ -25,7 +25,6 @@ import pickle
 import shutil
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -63,14 +62,12 @@ def ablated_columns(groups) -> np.ndarray:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cv-dir", required=True, action="append",
+    p.add_argument("--cv-dir", required=True,
                    help="the site-cv fold models: DIR/fold0/model ... (grownup evaluate "
-                        "--protocol site-cv --out OUT leaves them in OUT/site-cv); repeated "
-                        "for an ensemble (grownup ensemble): the same plans trained with other "
-                        "seeds, each node scored by the mean of their probabilities")
-    p.add_argument("--leave-out-dir", default=None, action="append",
-                   help="the leave-out models, DIR/without-.../model (default: each fold "
-                        "directory's parent's leave-out/; repeated as --cv-dir is)")
+                        "--protocol site-cv --out OUT leaves them in OUT/site-cv)")
+    p.add_argument("--leave-out-dir", default=None,
+                   help="the leave-out models, DIR/without-.../model (default: the folds' "
+                        "parent's leave-out/)")
     p.add_argument("--hold", action="append", default=None, choices=sorted(LEAVE_OUT),
                    help="also measure on a held-out dataset (repeatable)")
     p.add_argument("--folds", type=int, default=5, help="site-cv folds (default: 5)")
@@ -150,30 +147,10 @@ class ScoredPage:
         return self._labels
 
 
-def scored_pages(plan, model_dir: Path | Sequence[Path], cache: Path, threshold: float,
-                 device: str, limits=None) -> list[ScoredPage]:
+def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: str,
+                 limits=None) -> list[ScoredPage]:
     """The pages of ``plan.test`` scored by the model in ``model_dir`` (the scores are cached
-    in ``cache``, keyed by the model's weights); several directories (models of the same plan
-    trained with other seeds): each node's mean probability, what an ensemble of them
-    (``grownup ensemble``) scores."""
-    dirs = [Path(model_dir)] if isinstance(model_dir, (str, Path)) else list(model_dir)
-    runs = [_plan_probabilities(plan, d, cache, device) for d in dirs]
-    pages = runs[0][0]
-    out = []
-    for i, (record, page) in enumerate(zip(plan.test, pages)):
-        if page is None:
-            out.append(ScoredPage(record, None, None, threshold))
-            continue
-        probs = [scores.get(record_key(record)) for _, scores in runs]
-        mean = probs[0] if len(probs) == 1 or probs[0] is None else \
-            np.mean(np.stack(probs), axis=0, dtype=np.float32)
-        out.append(ScoredPage(record, page, mean, threshold))
-    return out
-
-
-def _plan_probabilities(plan, model_dir: Path, cache: Path, device: str) -> tuple[list, dict]:
-    """``(parsed test pages (None where a page fails), {DATASET/ID: node probabilities})`` of
-    the model in ``model_dir``, from ``cache`` where it scored them before."""
+    in ``cache``, keyed by the model's weights)."""
     from ..dom import parse_page
     from ..extractor import ArticleExtractor
 
@@ -201,7 +178,8 @@ def _plan_probabilities(plan, model_dir: Path, cache: Path, device: str) -> tupl
         cache.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(cached))
         logger.info("%s: scored %d pages in %.0f s", plan.name, len(missing), time.time() - t0)
-    return pages, cached
+    return [ScoredPage(r, p, cached.get(record_key(r)), threshold) if p is not None
+            else ScoredPage(r, None, None, threshold) for r, p in zip(plan.test, pages)]
 
 
 BLOCK_WEIGHTS = ("log-chars", "page-log-chars", "page-chars")
@@ -285,17 +263,9 @@ def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
 def run_rescorer(args) -> dict:
     if args.skip_cv and not args.hold:
         raise GrownupError("--skip-cv needs --hold")
-    cv_dirs = [Path(d) for d in args.cv_dir]
-    for cv_dir in cv_dirs:
-        if not cv_dir.is_dir():
-            raise GrownupError(f"--cv-dir {cv_dir}: no such directory")
-    leave_out_dirs = [Path(d) for d in args.leave_out_dir] if args.leave_out_dir else \
-        [d.parent / "leave-out" for d in cv_dirs]
-    if len(leave_out_dirs) != len(cv_dirs):
-        raise GrownupError(f"{len(leave_out_dirs)} --leave-out-dir for {len(cv_dirs)} --cv-dir: "
-                           "one each, in the same order")
-    if args.out and args.model:
-        _check_members(args.model, len(cv_dirs))
+    cv_dir = Path(args.cv_dir)
+    if not cv_dir.is_dir():
+        raise GrownupError(f"--cv-dir {cv_dir}: no such directory")
     scores_path = Path(args.scores) if args.scores else None
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
@@ -307,11 +277,10 @@ def run_rescorer(args) -> dict:
     plans = site_cv_plan(eval_records, extra_records, args.folds)
     folds = {}
     for plan in plans:
-        model_dirs = [d / plan.name / "model" for d in cv_dirs]
-        for model_dir in model_dirs:
-            if not (model_dir / "config.json").is_file():
-                raise GrownupError(f"no fold model in {model_dir}")
-        folds[plan.name] = scored_pages(plan, model_dirs, cache, args.threshold, args.device)
+        model_dir = cv_dir / plan.name / "model"
+        if not (model_dir / "config.json").is_file():
+            raise GrownupError(f"no fold model in {model_dir}")
+        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
     result: dict = {"protocols": {}}
     if not args.skip_cv:
         cv_scores = []
@@ -322,14 +291,15 @@ def run_rescorer(args) -> dict:
                 write_scores(scores_path, plan.name, plan_scores)
             cv_scores += plan_scores
         result["protocols"]["site-cv"] = summary(cv_scores)
+    leave_out_dir = Path(args.leave_out_dir) if args.leave_out_dir else \
+        cv_dir.parent / "leave-out"
     everything = [p for pages in folds.values() for p in pages]
     for held in args.hold or []:
         plan = leave_out_plan(eval_records, extra_records, LEAVE_OUT[held])
-        model_dirs = [d / plan.name / "model" for d in leave_out_dirs]
-        for model_dir in model_dirs:
-            if not (model_dir / "config.json").is_file():
-                raise GrownupError(f"no leave-out model in {model_dir}")
-        pages = scored_pages(plan, model_dirs, cache, args.threshold, args.device)
+        model_dir = leave_out_dir / plan.name / "model"
+        if not (model_dir / "config.json").is_file():
+            raise GrownupError(f"no leave-out model in {model_dir}")
+        pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
         plan_scores = measure(pages, fit(everything, args, keys=plan.train_keys), args)
         if scores_path is not None:
             write_scores(scores_path, plan.name, plan_scores)
@@ -350,19 +320,6 @@ def run_rescorer(args) -> dict:
         "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
         "trees", "depth", "leaves", "learning_rate", "min_leaf", "without")}
     return result
-
-
-def _check_members(model: str, fold_sets: int) -> None:
-    """The rescorer learns the errors of the scores it is fitted on: a single model's need one
-    set of fold models, an ensemble of N models N sets (its members' recipe, other seeds)."""
-    from ..extractor import model_document, resolve_model_dir
-
-    doc = model_document(resolve_model_dir(model))
-    models = 1 + int((doc.get("config") or {}).get("content_members") or 0)
-    if models != fold_sets:
-        raise GrownupError(f"--model {model} averages {models} content model(s) but "
-                           f"{fold_sets} --cv-dir were given: fit its rescorer on as many sets "
-                           "of fold models as it has models")
 
 
 def tables(result: dict) -> str:
