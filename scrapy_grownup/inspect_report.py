@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from .assembly import article_mask, keeps_text
 from .dom import parse_page, parse_tree
 
 _LEGEND = (
@@ -73,8 +74,16 @@ def shade(score: float, threshold: float) -> str:
 def render_report(extractor, body: bytes, url: str | None = None) -> str:
     page = parse_page(body, url=url, limits=extractor.featurizer.limits)
     scores = extractor.score([page])[0]
-    if getattr(extractor, "rescorer", None) is not None:  # the scores the threshold applies to
-        scores = extractor.rescorer.rescore(page, scores)
+    threshold = extractor.threshold
+    rescorer = getattr(extractor, "rescorer", None)
+    if rescorer is not None:  # the scores the threshold applies to
+        rescored = rescorer.rescore(page, scores)
+        keep = article_mask(page, rescored, threshold, refine=extractor.refine,
+                            adaptive=extractor.adaptive, **rescorer.decisions)
+        if keeps_text(page, keep):
+            scores = rescored
+        else:  # the article is the content model's own (assembly.rescored_article_mask)
+            threshold = rescorer.feature_threshold
     root = parse_tree(body, limits=extractor.featurizer.limits)[0]
     owns_text = [bool(t) for t in page.node_text]
     kept = 0
@@ -88,10 +97,9 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
         if not found:
             continue
         el = found[0]
-        el.set("style", (el.get("style") or "") + ";" + shade(float(scores[i]),
-                                                               extractor.threshold))
+        el.set("style", (el.get("style") or "") + ";" + shade(float(scores[i]), threshold))
         el.set("data-grownup-score", f"{scores[i]:.3f}")
-        kept += scores[i] >= extractor.threshold
+        kept += scores[i] >= threshold
     body_el = root.find("body")
     total = sum(owns_text)
     legend = etree.fromstring(_LEGEND.format(model=html_lib.escape(extractor.name),

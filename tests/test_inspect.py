@@ -36,6 +36,24 @@ def test_report_marks_every_text_element():
     assert "<script" not in report
 
 
+def test_report_shades_the_content_models_scores_where_the_article_falls_back_to_them(
+        monkeypatch):
+    """Where the rescorer would keep no text, the article is the content model's own, so the
+    report shades the content model's scores at its own threshold, as the article keeps."""
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.inspect_report import render_report
+
+    html, _ = article_page(0)
+    extractor = ArticleExtractor.from_pretrained("fast")
+    plain = render_report(ArticleExtractor.from_pretrained("fast", rescore=False), html.encode())
+    monkeypatch.setattr(extractor.rescorer, "rescore",
+                        lambda page, probs, layout=None: np.zeros_like(probs))
+    assert extractor.extract(html).text  # the article fell back, it is not empty
+    report = render_report(extractor, html.encode())
+    assert report == plain
+    assert "0,170,0" in report  # content shaded green, as the article keeps it
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")
 def test_report_screenshot_in_headless_chromium(tmp_path):
     from scrapy_grownup.inspect_report import render_report
