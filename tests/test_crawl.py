@@ -76,6 +76,24 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
     assert stats["grownup/model_ms_per_page"] > 0
 
 
+def busy_share_of_cores(seconds: float = 1.0) -> float:
+    """Share of all cores' time spent running something over ``seconds`` (``/proc/stat``;
+    0 where it cannot be read), measured while this process sleeps."""
+    def sample():
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # total, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = total1 - total0
+    return 1.0 - (idle1 - idle0) / total if total > 0 else 0.0
+
+
 def test_the_reactor_is_never_blocked_for_100_ms(tmp_path):
     """A 10 ms heartbeat on the reactor while pages are parsed and scored. The site has no
     10 MB page here: Scrapy itself decodes such a body on the reactor (meta-refresh check)."""
@@ -96,6 +114,11 @@ def test_the_reactor_is_never_blocked_for_100_ms(tmp_path):
             gap = min(gap, again["heartbeat/max_gap_ms"])
         if gap >= 100:  # is it us, or a machine too busy for any crawl to keep 100 ms?
             load = os.getloadavg()[0]  # the last minute: our crawl's and everyone else's
+            # nothing of ours runs now: what keeps the cores busy is other work
+            others = busy_share_of_cores()
+            if others >= 0.5:
+                pytest.skip(f"machine too loaded to measure: other processes kept "
+                            f"{others:.0%} of the cores busy (with the add-on: {gap} ms)")
             plain, _ = run_crawl(tmp_path, f"{base}/index.html", spider="index",
                                  settings={"GROWNUP_ENABLED": False})
             if plain["heartbeat/max_gap_ms"] >= 100:
