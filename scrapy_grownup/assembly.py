@@ -277,19 +277,28 @@ def article_mask(page: PageStructure, scores, threshold: float, **decisions) -> 
 
 def rescored_article_mask(page: PageStructure, probs, rescorer, threshold: float,
                           rescored=None, **decisions) -> np.ndarray:
-    """The nodes an article keeps from ``rescorer``'s probabilities (``rescored``, computed
-    here when not given) with its page-level decisions; where those keep no text at all but
-    the content model found some, the content model's own article (``probs`` at its
-    threshold). The trees judge blocks by what other sites' pages taught them and can drop
-    the one short block of a small page (Readability's test page with a title unlike its
-    ``<h1>``): an empty article is the worst answer to a page the content model reads."""
+    """The nodes an article keeps from ``rescorer``'s probabilities: ``rescored_article``'s
+    mask."""
+    return rescored_article(page, probs, rescorer, threshold, rescored, **decisions)[0]
+
+
+def rescored_article(page: PageStructure, probs, rescorer, threshold: float, rescored=None,
+                     **decisions) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(keep, scores, cut-off)``: the nodes an article keeps from ``rescorer``'s
+    probabilities (``rescored``, computed here when not given) with its page-level decisions,
+    and the scores and cut-off they were taken from; where those keep no text at all but the
+    content model found some, the content model's own article (``probs`` at its threshold).
+    The trees judge blocks by what other sites' pages taught them and can drop the one short
+    block of a small page (Readability's test page with a title unlike its ``<h1>``): an
+    empty article is the worst answer to a page the content model reads."""
     if rescored is None:
         rescored = rescorer.rescore(page, probs)
     keep = article_mask(page, rescored, threshold, **{**rescorer.decisions, **decisions})
     if keeps_text(page, keep):
-        return keep
+        return keep, rescored, threshold
     own = {k: v for k, v in decisions.items() if k not in rescorer.decisions}
-    return article_mask(page, probs, rescorer.feature_threshold, **own)
+    return (article_mask(page, probs, rescorer.feature_threshold, **own), probs,
+            rescorer.feature_threshold)
 
 
 def keeps_text(page: PageStructure, keep) -> bool:

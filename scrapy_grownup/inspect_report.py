@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from .assembly import article_mask, keeps_text
+from .assembly import rescored_article
 from .dom import parse_page, parse_tree
 
 _LEGEND = (
@@ -76,14 +76,10 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
     scores = extractor.score([page])[0]
     threshold = extractor.threshold
     rescorer = getattr(extractor, "rescorer", None)
-    if rescorer is not None:  # the scores the threshold applies to
-        rescored = rescorer.rescore(page, scores)
-        keep = article_mask(page, rescored, threshold, refine=extractor.refine,
-                            adaptive=extractor.adaptive, **rescorer.decisions)
-        if keeps_text(page, keep):
-            scores = rescored
-        else:  # the article is the content model's own (assembly.rescored_article_mask)
-            threshold = rescorer.feature_threshold
+    if rescorer is not None:  # the scores and cut-off the article is taken from
+        _, scores, threshold = rescored_article(page, scores, rescorer, threshold,
+                                                refine=extractor.refine,
+                                                adaptive=extractor.adaptive)
     root = parse_tree(body, limits=extractor.featurizer.limits)[0]
     owns_text = [bool(t) for t in page.node_text]
     kept = 0
