@@ -5,7 +5,9 @@ arrive one at a time from the item pipeline; a batch is closed when it reaches `
 ``max_nodes``, or when its first page has waited ``max_wait_ms``. It is also closed at once when
 ``more_coming()`` says no other page is on its way (none parsing, none waiting for its item):
 waiting would only add latency, and at the end of a crawl this flushes the last partial batch
-without a timer. One batch is in the model at a time; the next one fills meanwhile.
+without a timer. ``in_flight`` batches may be handed to the model at once (default 2): the
+model process runs one at a time, and the next waits in its queue instead of in the reactor, so
+the model never idles between batches while the crawl's process gets round to sending one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from typing import Awaitable, Callable
 
 from .article import Article
 from .dom import PageStructure
+from .workers import ParsedPage
+
+# What is batched: a page, or a crawl's worker result carrying one (read for ``num_nodes``).
+Page = PageStructure | ParsedPage
 
 # What one model call returns: an article or an exception per page, and the OOM splits it made.
 InferResult = tuple[list["Article | BaseException"], int]
@@ -48,20 +54,25 @@ class ArticleBatcher:
     holds the item pipeline and, through Scrapy's scraper slot, the downloads.
     """
 
-    def __init__(self, infer: Callable[[list[PageStructure]], Awaitable[InferResult]],
+    def __init__(self, infer: Callable[[list[Page]], Awaitable[InferResult]],
                  max_pages: int = 32, max_nodes: int = 40_000, max_wait_ms: float = 50.0,
-                 max_queue: int = 256, more_coming: Callable[[], bool] = lambda: True):
+                 max_queue: int = 256, more_coming: Callable[[], bool] = lambda: True,
+                 in_flight: int = 2):
+        if in_flight < 1:
+            raise ValueError("in_flight must be >= 1")
         self.infer = infer
         self.max_pages = max_pages
         self.max_nodes = max_nodes
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max(max_queue, max_pages)
         self.more_coming = more_coming
+        self.in_flight = in_flight
         self.stats = BatchStats()
-        self._queue: list[tuple[PageStructure, asyncio.Future]] = []
+        self._queue: list[tuple[Page, asyncio.Future]] = []
         self._queued_nodes = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._lock: asyncio.Lock | None = None  # one batch in the model at a time
+        self._slots: asyncio.Semaphore | None = None  # batches handed to the model
+        self._last_done = 0.0  # when the model last returned a batch (perf_counter)
         self._room: asyncio.Condition | None = None
         self._running: set[asyncio.Task] = set()
 
@@ -69,10 +80,10 @@ class ArticleBatcher:
     def queue_depth(self) -> int:
         return len(self._queue)
 
-    async def article(self, page: PageStructure) -> Article:
+    async def article(self, page: Page) -> Article:
         loop = asyncio.get_running_loop()
         if self._room is None:
-            self._room, self._lock = asyncio.Condition(), asyncio.Lock()
+            self._room, self._slots = asyncio.Condition(), asyncio.Semaphore(self.in_flight)
         async with self._room:
             await self._room.wait_for(lambda: len(self._queue) < self.max_queue)
         future: asyncio.Future = loop.create_future()
@@ -118,18 +129,21 @@ class ArticleBatcher:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _run(self, batch: list[tuple[PageStructure, asyncio.Future]]) -> None:
+    async def _run(self, batch: list[tuple[Page, asyncio.Future]]) -> None:
         pages = [page for page, _ in batch]
-        async with self._lock:
+        async with self._slots:
             start = time.perf_counter()
             try:
                 results, splits = await self.infer(pages)
             except Exception as exc:  # noqa: BLE001 - the whole call failed: every page gets it
                 results, splits = [exc] * len(pages), 0
-            elapsed = time.perf_counter() - start
+            done = time.perf_counter()
+        # the model runs its batches one after another, in order: a batch handed over while
+        # the one before ran started when that one returned
+        self.stats.model_seconds += done - max(start, self._last_done)
+        self._last_done = max(done, self._last_done)
         self.stats.batches += 1
         self.stats.pages += len(pages)
-        self.stats.model_seconds += elapsed
         self.stats.oom_splits += splits
         for (_, future), result in zip(batch, results):
             if future.done():  # cancelled by the waiter

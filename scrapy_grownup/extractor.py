@@ -126,6 +126,20 @@ class ArticleExtractor:
         # URL, signals and the backbone's pooled view, in place of the genre head's
         self.page_type = None
 
+    @property
+    def page_features(self) -> tuple[str, ...]:
+        """The page-only features this extractor reads (cached properties of
+        ``PageStructure``): the layout features (the model's input, the block rescorer's) and
+        the page signals (the page-type classifier's, the rescorer's, a genre head's). A
+        crawl's featurization workers compute them beside the parse, off the model's process."""
+        names = []
+        if self.featurizer.layout or self.rescorer is not None:
+            names.append("layout")
+        if (self.rescorer is not None or self.page_type is not None
+                or getattr(self.model.config, "genre_signals", "")):
+            names.append("signals")
+        return tuple(names)
+
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path = "auto", device: str | None = None,
                         threshold: float | None = None, refine: bool | None = None,

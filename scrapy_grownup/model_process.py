@@ -19,7 +19,7 @@ from .dom import PageStructure
 from .errors import GrownupError, ModelError
 from .extractor import is_out_of_memory, run_split_on_oom  # noqa: F401 - also imported here
 from .limits import PageLimits
-from .workers import background_process
+from .workers import ParsedPage, background_process
 
 logger = logging.getLogger(__name__)
 WARMUP_PAGE = (b"<html><head><title>warm-up</title></head><body><div class=main><h1>Warm-up"
@@ -73,13 +73,17 @@ def describe() -> dict:
             "device": str(extractor.device), "threshold": extractor.threshold,
             "adaptive": bool(getattr(extractor, "adaptive", False)),
             "rescorer": getattr(extractor, "rescorer", None) is not None,
-            "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres}
+            "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres,
+            "page_features": extractor.page_features}
 
 
-def score_articles(pages: Sequence[PageStructure]) -> tuple[list[Article | GrownupError], int]:
+def score_articles(pages: Sequence[PageStructure | ParsedPage]
+                   ) -> tuple[list[Article | GrownupError], int]:
     """Articles of one micro-batch, errors isolated per page: the model's (``ModelError``)
-    and the article's (``ArticleError``; Markdown is built here, not while pickling)."""
+    and the article's (``ArticleError``; Markdown is built here, not while pickling). A crawl
+    sends its workers' ``ParsedPage``s, unpickled here."""
     extractor = _extractor()
+    pages = [p.page if isinstance(p, ParsedPage) else p for p in pages]
     return run_split_on_oom(partial(extractor.article_results, build_markdown=True), pages,
                             _empty_cuda_cache)
 

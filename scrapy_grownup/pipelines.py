@@ -62,7 +62,7 @@ class ArticlePipeline(RuntimeComponent):
         runtime.max_stat("queue_depth_max", batcher.queue_depth + 1)
         start = time.perf_counter()
         try:
-            article = await batcher.article(parsed.page)
+            article = await batcher.article(parsed)  # the model process unpickles it
         except Exception as exc:  # noqa: BLE001 - this page's own error, never a batch-mate's
             logger.warning("no article for %s: %s", claim.url, exc)
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc

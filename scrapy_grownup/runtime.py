@@ -110,7 +110,10 @@ class GrownupRuntime:
 
         self.batcher = ArticleBatcher(infer, max_pages=s.batch_pages, max_nodes=s.batch_nodes,
                                       max_wait_ms=s.batch_wait_ms, max_queue=s.queue_size,
-                                      more_coming=self.more_coming)
+                                      more_coming=self.more_coming,
+                                      in_flight=s.batches_in_flight)
+        # the workers compute what the model reads of a page alone, beside the parse
+        self.pool.derive = tuple(self.model_info.get("page_features", ()))
         await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
         info = self.model_info
         logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s%s, "

@@ -28,6 +28,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_BATCH_PAGES": 32,
     "GROWNUP_BATCH_NODES": 40_000,
     "GROWNUP_BATCH_WAIT_MS": 50,
+    "GROWNUP_BATCHES_IN_FLIGHT": 2,
     "GROWNUP_QUEUE_SIZE": 256,
     "GROWNUP_MODEL_PROCESS": True,
     "GROWNUP_MODEL_THREADS": 1,
@@ -204,6 +205,7 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
     "GROWNUP_BATCH_PAGES": _whole(1),
     "GROWNUP_BATCH_NODES": _whole(1),
     "GROWNUP_BATCH_WAIT_MS": _milliseconds,
+    "GROWNUP_BATCHES_IN_FLIGHT": _whole(1),
     "GROWNUP_QUEUE_SIZE": _whole(1),
     "GROWNUP_MODEL_PROCESS": _bool,
     "GROWNUP_MODEL_THREADS": _whole(1),
@@ -281,6 +283,7 @@ class GrownupSettings:
     batch_pages: int
     batch_nodes: int
     batch_wait_ms: float
+    batches_in_flight: int
     queue_size: int
     model_process: bool
     model_threads: int
@@ -319,6 +322,7 @@ class GrownupSettings:
             batch_pages=values["GROWNUP_BATCH_PAGES"],
             batch_nodes=values["GROWNUP_BATCH_NODES"],
             batch_wait_ms=values["GROWNUP_BATCH_WAIT_MS"],
+            batches_in_flight=values["GROWNUP_BATCHES_IN_FLIGHT"],
             queue_size=values["GROWNUP_QUEUE_SIZE"],
             model_process=values["GROWNUP_MODEL_PROCESS"],
             model_threads=values["GROWNUP_MODEL_THREADS"],

@@ -20,12 +20,12 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from .dom import PageStructure, parse_page
@@ -279,12 +279,39 @@ class ProcessPool:
             executor.shutdown(wait=True, cancel_futures=True)
 
 
-@dataclass
 class ParsedPage:
-    """A parsed page and the wall time its parsing took inside the worker."""
+    """A parsed page and the wall time its parsing took inside the worker.
 
-    page: PageStructure
-    parse_seconds: float
+    Pickled, it carries the page as the bytes the worker pickled it to, and ``page`` unpickles
+    them where it is first read. So the crawl's process, which only passes a page from its
+    featurization worker to the model process (reading ``num_nodes`` to batch it), neither
+    unpickles nor pickles the page again: two passes over every node's strings and arrays off
+    the reactor's thread.
+    """
+
+    __slots__ = ("parse_seconds", "num_nodes", "_page", "_pickled")
+
+    def __init__(self, page: PageStructure, parse_seconds: float):
+        self.parse_seconds = parse_seconds
+        self.num_nodes = page.num_nodes
+        self._page: PageStructure | None = page
+        self._pickled: bytes | None = None
+
+    @property
+    def page(self) -> PageStructure:
+        if self._page is None:
+            self._page = pickle.loads(self._pickled)
+            self._pickled = None
+        return self._page
+
+    def __getstate__(self):
+        pickled = self._pickled if self._page is None else \
+            pickle.dumps(self._page, protocol=pickle.HIGHEST_PROTOCOL)
+        return self.parse_seconds, self.num_nodes, pickled
+
+    def __setstate__(self, state) -> None:
+        self.parse_seconds, self.num_nodes, self._pickled = state
+        self._page = None
 
 
 # Seconds one page may take in a featurization worker process (set by its initializer).
@@ -303,8 +330,11 @@ def _budget_exceeded(signum, frame):
 
 
 def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
-                    limits: PageLimits) -> ParsedPage:
-    """The worker side: one ``parse_page`` call, timed (module-level so it pickles).
+                    limits: PageLimits, derive: tuple[str, ...] = ()) -> ParsedPage:
+    """The worker side: one ``parse_page`` call, timed (module-level so it pickles), and the
+    page-only features named in ``derive`` (``ArticleExtractor.page_features``: cached
+    properties of ``PageStructure``) computed with it, so they travel with the page and the
+    model's process, which every page of a crawl goes through, does not compute them.
 
     In a worker process a page gets ``_page_budget`` seconds (an interval timer; its signal
     interrupts Python code, regular expressions and sleeps): past it the page raises
@@ -315,13 +345,13 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
         threading.current_thread() is threading.main_thread() else None
     start = time.perf_counter()
     if budget is None:
-        page = parse_page(body, url=url, content_type=content_type, limits=limits)
+        page = _parse_and_derive(body, url, content_type, limits, derive)
         return ParsedPage(page, time.perf_counter() - start)
     previous = signal.signal(signal.SIGALRM, _budget_exceeded)
     try:
         signal.setitimer(signal.ITIMER_REAL, budget)
         try:
-            page = parse_page(body, url=url, content_type=content_type, limits=limits)
+            page = _parse_and_derive(body, url, content_type, limits, derive)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _BudgetExceeded:
@@ -332,10 +362,20 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
     return ParsedPage(page, time.perf_counter() - start)
 
 
+def _parse_and_derive(body: bytes, url: str | None, content_type: str | None,
+                      limits: PageLimits, derive: tuple[str, ...]) -> PageStructure:
+    page = parse_page(body, url=url, content_type=content_type, limits=limits)
+    for name in derive:
+        getattr(page, name)  # a cached property: stored on the page, pickled with it
+    return page
+
+
 class FeaturizerPool:
     """Parses pages in worker processes with at most ``max_pending`` pages in flight.
 
     Past that bound ``submit()`` waits, so a slow pool slows the crawl instead of growing memory.
+    ``derive``: the page-only features to compute beside each parse (``parse_in_worker``); the
+    crawl sets it to what its model reads once the model has loaded.
     """
 
     def __init__(self, workers: int = 2, limits: PageLimits | None = None,
@@ -354,6 +394,7 @@ class FeaturizerPool:
         self.hard_timeout = None if self.page_timeout is None else \
             self.page_timeout + max(2.0, self.page_timeout)
         self.pending = 0
+        self.derive: tuple[str, ...] = ()
         self._slots: asyncio.Semaphore | None = None
 
     @property
@@ -375,7 +416,7 @@ class FeaturizerPool:
         async def run() -> ParsedPage:
             try:
                 return await self.processes.call(self.parse, body, url, content_type,
-                                                 self.limits, what=url or "a page",
+                                                 self.limits, self.derive, what=url or "a page",
                                                  timeout=self.hard_timeout)
             finally:
                 self.pending -= 1

@@ -106,7 +106,7 @@ class StoryItem:
     text: str | None = None
 
 
-def crashing_parse(body: bytes, url: str, content_type, limits):
+def crashing_parse(body: bytes, url: str, content_type, limits, derive=()):
     """A worker ``parse`` for crash tests: ``crash-once:MARKER`` kills the worker process the
     first time (it creates MARKER), ``crash-always:`` every time; other URLs parse normally."""
     from scrapy_grownup.workers import parse_in_worker
@@ -118,10 +118,10 @@ def crashing_parse(body: bytes, url: str, content_type, limits):
             os._exit(3)
     elif url.startswith("crash-always:"):
         os._exit(3)
-    return parse_in_worker(body, url, content_type, limits)
+    return parse_in_worker(body, url, content_type, limits, derive)
 
 
-def hanging_parse(body: bytes, url: str, content_type, limits):
+def hanging_parse(body: bytes, url: str, content_type, limits, derive=()):
     """A worker ``parse`` for time-budget tests: inside the budgeted ``parse_page`` call,
     ``hang-python:`` loops in Python forever (the worker's alarm ends it), ``hang-blocked:``
     sleeps with the alarm signal blocked (like C code that never returns to the interpreter:
@@ -131,7 +131,7 @@ def hanging_parse(body: bytes, url: str, content_type, limits):
 
     if not getattr(workers.parse_page, "hangs", False):  # patched once per process
         workers.parse_page = _hanging(workers.parse_page)
-    return workers.parse_in_worker(body, url, content_type, limits)
+    return workers.parse_in_worker(body, url, content_type, limits, derive)
 
 
 def _hanging(real):

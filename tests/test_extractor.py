@@ -141,3 +141,23 @@ def test_refine_with_textless_content_nodes():
     assert (largest_content_group(page, keep) == keep).all()
     empty = np.zeros(page.num_nodes, dtype=bool)
     assert not largest_content_group(page, empty).any()
+
+
+@pytest.mark.parametrize("model,options", [("fast", {}), ("fast", {"rescore": False}),
+                                           ("tiny", {})])
+def test_page_features_are_exactly_the_page_features_the_extractor_reads(trained, model,
+                                                                          options):
+    """A crawl's workers compute ``page_features`` beside the parse: one the extractor reads
+    but does not name would be computed again in the model's process, one it names but does
+    not read would cost the workers for nothing."""
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.dom import parse_page
+
+    extractor = ArticleExtractor.from_pretrained(trained[0] / "best" if model == "tiny"
+                                                 else model, device="cpu", **options)
+    html, _ = article_page(5, variant=2)
+    page = parse_page(html.encode(), url="http://site.test/story.html")
+    extractor.articles([page])
+    assert set(extractor.page_features) == {"layout", "signals"} & set(vars(page))
+    if model == "fast":
+        assert extractor.page_features == ("layout", "signals")

@@ -28,6 +28,10 @@ from tests.crawl_support import crashing_parse
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PAGE = b"<html><body><h1>Title</h1><p>Some text of a page.</p></body></html>"
+STORY = (b"<html lang=en><head><title>A story</title></head><body><nav><a href=/>Home</a>"
+         b"<a href=/news>News</a></nav><main><article><h1>A story</h1><p>Its first paragraph, "
+         b"long enough to read as prose.</p><p>And a second one after it.</p></article></main>"
+         b"<footer>Contact us</footer></body></html>")
 
 
 # -- settings and add-on -------------------------------------------------------------------------
@@ -79,6 +83,7 @@ INVALID = {
     "GROWNUP_BATCH_PAGES": [0, "many", 2.5],
     "GROWNUP_BATCH_NODES": [0, "lots"],
     "GROWNUP_BATCH_WAIT_MS": ["soon", -1],
+    "GROWNUP_BATCHES_IN_FLIGHT": [0, "two", 1.5],
     "GROWNUP_QUEUE_SIZE": [0, "1.5"],
     "GROWNUP_MODEL_PROCESS": ["sometimes"],
     "GROWNUP_MODEL_THREADS": [0, "2.5", "two"],
@@ -269,6 +274,47 @@ def test_batcher_bounds_its_queue():
     assert depth <= 4 and max_queue <= 4
 
 
+@pytest.mark.parametrize("in_flight", [1, 2, 3])
+def test_batcher_hands_the_model_up_to_in_flight_batches_and_counts_its_busy_time(in_flight):
+    """A one-process model (FIFO, one batch at a time) behind ``infer``: with ``in_flight``
+    slots that many batches are handed over at once, results still come back to their pages,
+    and ``model_seconds`` counts the time the model ran, not the time a batch queued there."""
+    run_s = 0.1
+
+    async def main():
+        model = asyncio.Lock()  # the model process runs one batch at a time
+        handed, peak = 0, 0
+
+        async def one_process_model(pages):
+            nonlocal handed, peak
+            handed += 1
+            peak = max(peak, handed)
+            try:
+                async with model:
+                    await asyncio.sleep(run_s)
+            finally:
+                handed -= 1
+            return [Article(url=p.name, title="", text=p.name) for p in pages], 0
+
+        batcher = ArticleBatcher(one_process_model, max_pages=2, max_wait_ms=600_000,
+                                 in_flight=in_flight)
+        results = await asyncio.gather(*(batcher.article(FakePage(1, f"p{i}"))
+                                         for i in range(8)))
+        return [r.url for r in results], peak, batcher.stats
+
+    urls, peak, stats = asyncio.run(main())
+    assert urls == [f"p{i}" for i in range(8)]
+    assert peak == in_flight and stats.batches == 4
+    # four batches of run_s each, one after another; counting the time a batch queued behind
+    # another would give 7 * run_s with two in flight
+    assert 4 * run_s <= stats.model_seconds < 4 * run_s + 0.25, stats.model_seconds
+
+
+def test_batcher_needs_at_least_one_batch_in_flight():
+    with pytest.raises(ValueError, match="in_flight"):
+        ArticleBatcher(fake_infer([]), in_flight=0)
+
+
 class OutOfMemoryError(RuntimeError):
     """Named like torch's, which is how the batcher recognises it."""
 
@@ -305,6 +351,48 @@ def test_pool_parses_pages_and_reports_bad_ones():
 
     parsed = asyncio.run(main())
     assert parsed.page.num_nodes >= 4 and parsed.parse_seconds > 0
+
+
+def test_a_parsed_page_crosses_the_crawls_process_as_the_bytes_its_worker_made():
+    """The crawl's process only passes a worker's page on to the model process: pickled again
+    there it is the same bytes, never unpickled, and the page comes back whole where read."""
+    import pickle
+
+    import numpy as np
+
+    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.workers import ParsedPage
+
+    page = parse_page(STORY, url="http://a/story.html")
+    page.layout, page.signals  # computed in the worker: they travel with the page
+    in_reactor = pickle.loads(pickle.dumps(ParsedPage(page, 0.25)))
+    assert in_reactor.num_nodes == page.num_nodes and in_reactor.parse_seconds == 0.25
+    to_model = pickle.dumps(in_reactor)
+    assert in_reactor._page is None  # passed on without being unpickled
+    at_model = pickle.loads(to_model).page
+    assert at_model.tags == page.tags and at_model.seg_text == page.seg_text
+    assert np.array_equal(at_model.parent, page.parent)
+    assert {"layout", "signals"} <= set(vars(at_model))  # not computed again at the model
+    assert np.array_equal(at_model.layout, page.layout)
+    assert np.array_equal(at_model.signals, page.signals)
+
+
+@pytest.mark.parametrize("derive", [(), ("layout", "signals")])
+def test_workers_compute_the_page_features_the_model_reads(derive):
+    from scrapy_grownup.dom import parse_page
+
+    async def main():
+        pool = FeaturizerPool(workers=1, max_pending=2)
+        pool.derive = derive
+        try:
+            return await pool.structure(STORY, "http://a/story.html", "text/html")
+        finally:
+            pool.close()
+
+    page = asyncio.run(main()).page
+    assert set(derive) == {"layout", "signals"} & set(vars(page))
+    here = parse_page(STORY, url="http://a/story.html")
+    assert all((getattr(page, name) == getattr(here, name)).all() for name in derive)
 
 
 def test_dead_worker_is_restarted_and_its_page_retried_once(tmp_path):
