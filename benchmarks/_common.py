@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,6 +100,14 @@ def crawl_index(start_url: str, settings: dict) -> dict:
                               "ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 32,
                               "CONCURRENT_REQUESTS_PER_DOMAIN": 32, **settings})
     crawler = process.create_crawler(IndexSpider)
+    cpu = {}  # this process's CPU seconds (all its threads) from spider open to close
+    crawler.signals.connect(lambda: cpu.setdefault("open", time.process_time()),
+                            signal=scrapy.signals.spider_opened, weak=False)
+    crawler.signals.connect(lambda: cpu.setdefault("closed", time.process_time()),
+                            signal=scrapy.signals.spider_closed, weak=False)
     process.crawl(crawler)
     process.start()
-    return crawler.stats.get_stats()
+    stats = dict(crawler.stats.get_stats())
+    if {"open", "closed"} <= set(cpu):
+        stats["bench/crawl_process_cpu_seconds"] = cpu["closed"] - cpu["open"]
+    return stats

@@ -35,6 +35,7 @@ def child(config: dict) -> None:
         "items": stats.get("item_scraped_count", 0),
         "batch_size_mean": stats.get("grownup/batch_size_mean"),
         "model_ms_per_page": stats.get("grownup/model_ms_per_page"),
+        "cpu_seconds": stats.get("bench/crawl_process_cpu_seconds"),
     }))
 
 
@@ -70,12 +71,18 @@ def main() -> int:
             grownup.append(crawl(tmp, start_url, grownup_settings))
     plain_rate = statistics.median(r["pages"] / r["seconds"] for r in plain)
     grownup_rate = statistics.median(r["pages"] / r["seconds"] for r in grownup)
+
+    def cpu_ms_per_page(runs):
+        return round(statistics.median(1000 * r["cpu_seconds"] / r["pages"] for r in runs), 2)
     print(json.dumps({
         "benchmark": "crawl", "pages": args.pages + 1, "repeat": args.repeat,
         "model": args.model, "device": args.device, "workers": args.workers,
         "plain_pages_per_s": round(plain_rate, 1),
         "grownup_pages_per_s": round(grownup_rate, 1),
         "slowdown": round(plain_rate / grownup_rate, 2),
+        # the crawl's own process (reactor and its threads), CPU ms per page, spider open to close
+        "plain_cpu_ms_per_page": cpu_ms_per_page(plain),
+        "grownup_cpu_ms_per_page": cpu_ms_per_page(grownup),
         "items": grownup[-1]["items"],
         "batch_size_mean": grownup[-1]["batch_size_mean"],
         "model_ms_per_page": grownup[-1]["model_ms_per_page"],

@@ -23,7 +23,11 @@ OUTPUT_FORMATS = ("json", "text", "markdown")
 # Why a page gave no article, as the summary line counts it (the crawl's drop reasons).
 SKIP_REASONS = {"NotHTMLError": "not_html", "EmptyPageError": "empty_page",
                 "ParseError": "parse_error", "ModelError": "model_error",
-                "ArticleError": "article_error"}
+                "ArticleError": "article_error", "WorkerCrashedError": "worker_crashed"}
+
+
+# DOM nodes the model takes at once, as ``ArticleExtractor``'s default
+EXTRACT_BATCH_NODES = 40_000
 
 
 class UserError(Exception):
@@ -88,13 +92,12 @@ def cmd_extract(args) -> int:
                         + ", ".join(args.paths))
     out = _open_output(args.output)  # before the model loads: a bad path fails at once
     try:
-        extractor = ArticleExtractor.from_pretrained(args.model, device=args.device,
-                                                     threshold=args.threshold,
-                                                     refine=args.refine or args.precision
-                                                     or None,
-                                                     threads=args.threads,
-                                                     rescore=False if args.no_rescorer else None)
-        summary = _extract_all(extractor, inputs, out, args)
+        jobs = _extract_jobs(args, len(inputs))
+        if jobs > 1:
+            summary = _extract_all(_process_chunks(inputs, args, jobs), inputs, out, args)
+        else:
+            extractor = ArticleExtractor.from_pretrained(args.model, **_extractor_options(args))
+            summary = _extract_all(_local_chunks(extractor, inputs, args), inputs, out, args)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -102,66 +105,183 @@ def cmd_extract(args) -> int:
     return 0 if summary["extracted"] else 1
 
 
-def _extract_all(extractor, inputs: list, out, args) -> dict:
-    """Extract ``inputs`` in batches of ``args.batch_pages``, write each article, count the rest
-    by reason; returns the summary."""
-    from functools import partial
+def _extractor_options(args) -> dict:
+    """``ArticleExtractor.from_pretrained``'s options from ``extract``'s command line."""
+    return {"device": args.device, "threshold": args.threshold,
+            "refine": args.refine or args.precision or None, "threads": args.threads,
+            "rescore": False if args.no_rescorer else None}
+
+
+def _extract_jobs(args, pages: int) -> int:
+    """``--jobs``: ``auto`` is one process per core on a CPU, and this process alone where
+    every page fits one batch (a process's start, the model's load included, costs more than
+    it saves) or on a GPU (the GPU is the parallelism; each process would hold its own
+    CUDA context)."""
+    if args.jobs != "auto":
+        return int(args.jobs)
+    if pages <= args.batch_pages:
+        return 1
+    if args.device is None or not str(args.device).startswith("cpu"):
+        import torch
+
+        if args.device is not None or torch.cuda.is_available():
+            return 1
+    return max(1, os.cpu_count() or 1)
+
+
+def _extract_all(chunks, inputs: list, out, args) -> dict:
+    """Write each article of ``chunks`` (per batch of inputs, one result per page: ``("ok",
+    body)`` or ``("skip", reason, detail)``, in input order), count the rest by reason;
+    returns the summary."""
+    from contextlib import closing
 
     from tqdm import tqdm
 
-    from .dom import parse_page
-    from .errors import GrownupError
-    from .extractor import run_split_on_oom
-
     skipped: Counter = Counter()
     extracted = 0
-
-    def skip(name: str, reason: str, detail) -> None:
-        skipped[reason] += 1
-        logger.warning("%s: skipped (%s): %s", name, reason, detail)
-
     # a progress bar on a terminal, for runs of more than one batch
     progress = tqdm(total=len(inputs), unit="page", file=sys.stderr, leave=False,
                     disable=None if len(inputs) > args.batch_pages else True)
-    for start in range(0, len(inputs), args.batch_pages):
-        chunk = inputs[start:start + args.batch_pages]
-        names, pages = [], []
-        for source in chunk:
-            name = str(source)
-            try:
-                html = _read_page(source)
-            except (OSError, EOFError, zlib.error) as exc:
-                skip(name, "unreadable", getattr(exc, "strerror", None) or _first_line(exc))
-                continue
-            url = args.url or (None if source == "-" else Path(source).resolve().as_uri())
-            try:
-                pages.append(parse_page(html, url=url, limits=extractor.featurizer.limits))
-            except GrownupError as exc:
-                skip(name, SKIP_REASONS.get(type(exc).__name__, "bad_page"), _first_line(exc))
-                continue
-            names.append(name)
-        articles = partial(extractor.article_results, build_markdown=args.format != "text")
-        results = run_split_on_oom(articles, pages)[0] if pages else []
-        for name, result in zip(names, results):
-            if isinstance(result, GrownupError):
-                skip(name, SKIP_REASONS.get(type(result).__name__, "bad_page"),
-                     _first_line(result))
-                continue
-            try:
-                body = _render(result, name, args.format, args.comments)
-            except GrownupError as exc:  # a lazily built Markdown's own failure
-                skip(name, "article_error", _first_line(exc))
-                continue
-            if body is None:
-                skip(name, "no_content", "the model kept no text")
-                continue
-            if args.format != "json" and extracted:
-                out.write("\n")  # a blank line between pages
-            out.write(body)
-            extracted += 1
-        progress.update(len(chunk))
+    with closing(chunks):
+        for results in chunks:
+            for name, result in results:
+                if result[0] == "skip":
+                    skipped[result[1]] += 1
+                    logger.warning("%s: skipped (%s): %s", name, result[1], result[2])
+                    continue
+                if args.format != "json" and extracted:
+                    out.write("\n")  # a blank line between pages
+                out.write(result[1])
+                extracted += 1
+            progress.update(len(results))
     progress.close()
     return {"read": len(inputs), "extracted": extracted, "skipped": dict(sorted(skipped.items()))}
+
+
+def _skip_reason(exc: BaseException) -> str:
+    return SKIP_REASONS.get(type(exc).__name__, "bad_page")
+
+
+def _page_entries(chunk: list, args) -> list:
+    """``(name, bytes or (reason, detail), url)`` of each input of ``chunk``, read here."""
+    entries = []
+    for source in chunk:
+        url = args.url or (None if source == "-" else Path(source).resolve().as_uri())
+        try:
+            body = _read_page(source)
+        except (OSError, EOFError, zlib.error) as exc:
+            body = ("unreadable", getattr(exc, "strerror", None) or _first_line(exc))
+        entries.append((str(source), body, url))
+    return entries
+
+
+def chunk_results(extractor, entries: list, output_format: str, comments: bool) -> list:
+    """``[(name, ("ok", body) or ("skip", reason, detail))]`` of ``_page_entries``: each
+    page parsed, the pages' articles made in one batch and rendered (``_render``). The same
+    in this process and in ``--jobs`` processes, so both write the same bytes."""
+    from functools import partial
+
+    from .dom import parse_page
+    from .extractor import run_split_on_oom
+
+    results: list = [None] * len(entries)
+    pages, rows = [], []
+    for i, (name, body, url) in enumerate(entries):
+        if isinstance(body, tuple):
+            results[i] = (name, ("skip", *body))
+            continue
+        try:
+            pages.append(parse_page(body, url=url, limits=extractor.featurizer.limits))
+            rows.append(i)
+        except GrownupError as exc:
+            results[i] = (name, ("skip", _skip_reason(exc), _first_line(exc)))
+    articles = partial(extractor.article_results, build_markdown=output_format != "text")
+    for i, article in zip(rows, run_split_on_oom(articles, pages)[0] if pages else []):
+        name = entries[i][0]
+        if isinstance(article, GrownupError):
+            results[i] = (name, ("skip", _skip_reason(article), _first_line(article)))
+            continue
+        try:
+            body = _render(article, name, output_format, comments)
+        except GrownupError as exc:  # a lazily built Markdown's own failure
+            results[i] = (name, ("skip", "article_error", _first_line(exc)))
+            continue
+        results[i] = (name, ("ok", body) if body is not None
+                      else ("skip", "no_content", "the model kept no text"))
+    return results
+
+
+def _local_chunks(extractor, inputs: list, args):
+    for start in range(0, len(inputs), args.batch_pages):
+        entries = _page_entries(inputs[start:start + args.batch_pages], args)
+        yield chunk_results(extractor, entries, args.format, args.comments)
+
+
+def _chunk_results_in_job(entries: list, output_format: str, comments: bool) -> list:
+    """A ``--jobs`` process's side of ``chunk_results``, on the model it loaded."""
+    from .model_process import loaded_extractor
+
+    return chunk_results(loaded_extractor(), entries, output_format, comments)
+
+
+async def job_batch(pool, entries: list, output_format: str, comments: bool) -> list:
+    """``chunk_results`` of one batch in a ``--jobs`` process of ``pool``
+    (``workers.ProcessPool``). A batch whose process died twice is tried page by page, so
+    only the page that kills a process is lost (``worker_crashed``)."""
+    from .workers import WorkerCrashedError
+
+    try:
+        return await pool.call(_chunk_results_in_job, entries, output_format, comments,
+                               what=f"a batch of {len(entries)} pages")
+    except WorkerCrashedError:
+        if len(entries) == 1:
+            return [(entries[0][0], ("skip", "worker_crashed",
+                                     "its process died twice"))]
+        return [row for entry in entries
+                for row in await job_batch(pool, [entry], output_format, comments)]
+
+
+def _process_chunks(inputs: list, args, jobs: int):
+    """``_local_chunks`` in ``jobs`` processes, each with its own model (loaded once, as the
+    crawl's model process), twice as many batches handed out as there are processes; results
+    in input order (``job_batch``)."""
+    import asyncio
+
+    from .limits import PageLimits
+    from .model_process import describe, load_extractor
+    from .workers import ProcessPool
+
+    options = _extractor_options(args)
+    pool = ProcessPool(jobs, "extract", initializer=load_extractor,
+                       initargs=(args.model, options["device"], PageLimits(),
+                                 EXTRACT_BATCH_NODES, options["threads"], options["threshold"],
+                                 options["refine"], options["rescore"]))
+    loop = asyncio.new_event_loop()
+    pending: list = []
+
+    async def load():
+        await asyncio.gather(*(pool.call(describe, what="loading the model")
+                               for _ in range(jobs)))
+
+    async def run(entries):
+        return await job_batch(pool, entries, args.format, args.comments)
+
+    try:
+        # every process loads its model first; one that cannot says why, once
+        loop.run_until_complete(load())
+        for start in range(0, len(inputs), args.batch_pages):
+            entries = _page_entries(inputs[start:start + args.batch_pages], args)
+            pending.append(loop.create_task(run(entries)))
+            if len(pending) >= 2 * jobs:
+                yield loop.run_until_complete(pending.pop(0))
+        while pending:
+            yield loop.run_until_complete(pending.pop(0))
+    finally:
+        for task in pending:
+            task.cancel()
+        pool.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
 
 
 def _render(article, name: str, output_format: str, comments: bool = False) -> str | None:
@@ -330,6 +450,18 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def _jobs_arg(text: str) -> str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or 'auto', not {text!r}")
+    return str(value)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -429,6 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "article (json always has them in its comments field)")
     p.add_argument("--batch-pages", type=_positive_int, default=64, metavar="N",
                    help="pages read and sent to the model at a time (default: 64)")
+    p.add_argument("--jobs", type=_jobs_arg, default="auto", metavar="N",
+                   help="processes that extract pages side by side, each with its own model "
+                        "and --threads torch threads (default: auto: one per CPU core on a "
+                        "CPU; 1 on a GPU, or when every page fits one batch); 1 extracts in "
+                        "this process")
     _add_threads(p)
     p.set_defaults(func=cmd_extract)
 

@@ -52,7 +52,8 @@ def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nod
             ModelError(f"loading model {model!r} failed: {type(exc).__name__}: {exc}")
 
 
-def _extractor():
+def loaded_extractor():
+    """The model this process loaded (``load_extractor``); raises its load error."""
     if "error" in _state:
         raise _state["error"]
     return _state["extractor"]
@@ -63,7 +64,7 @@ def describe() -> dict:
     the shipped model's own name (``auto`` and ``default`` resolved) or the directory."""
     from .extractor import MODELS_DIR, resolve_model_dir
 
-    extractor = _extractor()
+    extractor = loaded_extractor()
     try:
         directory = resolve_model_dir(extractor.name)
         loaded = directory.name if directory.parent == MODELS_DIR else str(directory)
@@ -82,7 +83,7 @@ def score_articles(pages: Sequence[PageStructure | ParsedPage]
     """Articles of one micro-batch, errors isolated per page: the model's (``ModelError``)
     and the article's (``ArticleError``; Markdown is built here, not while pickling). A crawl
     sends its workers' ``ParsedPage``s, unpickled here."""
-    extractor = _extractor()
+    extractor = loaded_extractor()
     pages = [p.page if isinstance(p, ParsedPage) else p for p in pages]
     return run_split_on_oom(partial(extractor.article_results, build_markdown=True), pages,
                             _empty_cuda_cache)

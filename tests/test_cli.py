@@ -241,6 +241,78 @@ def test_summary_counts_each_reason(pages, tmp_path, capsys):
     assert summary["skipped"]["unreadable"] == 1 and sum(summary["skipped"].values()) == 2
 
 
+def test_jobs_give_what_this_process_gives_in_input_order(tmp_path, capsys):
+    """``--jobs``: batches extracted side by side in processes with their own models; the
+    output, its order and every skip with its reason are those of one process."""
+    from example_project.news_site import article_page
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for k in range(7):
+        (site / f"{k:02d}-story.html").write_bytes(article_page(k, variant=k % 3)[0].encode())
+    (site / "02-bad.html.gz").write_bytes(b"\x1f\x8b" + b"truncated gzip")  # unreadable
+    (site / "04-report.html").write_bytes(PDF)  # not HTML
+    (site / "05-empty.html").write_bytes(b"")
+    outputs = {}
+    for jobs in ("1", "2", "3"):
+        out = tmp_path / f"j{jobs}.jsonl"
+        assert main(["extract", str(site), "--model", "fast", "--batch-pages", "3",
+                     "--jobs", jobs, "-o", str(out)]) == 0
+        outputs[jobs] = (out.read_text(), _summary(capsys.readouterr().err))
+    text, summary = outputs["1"]
+    assert summary == {"read": 10, "extracted": 7,
+                       "skipped": {"empty_page": 1, "not_html": 1, "unreadable": 1}}
+    assert [Path(json.loads(line)["path"]).name for line in text.splitlines()] == \
+        [f"{k:02d}-story.html" for k in range(7)]
+    assert outputs["2"] == outputs["1"] and outputs["3"] == outputs["1"]
+
+
+def test_a_page_that_kills_its_job_process_costs_only_itself():
+    """A batch whose process died twice (``WorkerCrashedError``) is tried page by page: the
+    page that kills its process is skipped as ``worker_crashed``, its batch-mates come out,
+    in order."""
+    import asyncio
+
+    from scrapy_grownup.cli import job_batch
+    from scrapy_grownup.workers import WorkerCrashedError
+
+    class Pool:  # a ProcessPool whose processes die on any batch holding a "crash" page
+        calls = 0
+
+        async def call(self, fn, entries, output_format, comments, what=""):
+            Pool.calls += 1
+            if any(name.startswith("crash") for name, _, _ in entries):
+                raise WorkerCrashedError(f"{what}: the worker died")
+            return [(name, ("ok", f"{name}\n")) for name, _, _ in entries]
+
+    entries = [(name, b"<p>x</p>", None) for name in ("a", "crash-b", "c", "d")]
+    results = asyncio.run(job_batch(Pool(), entries, "text", False))
+    assert results == [("a", ("ok", "a\n")), ("crash-b", ("skip", "worker_crashed",
+                                                           "its process died twice")),
+                       ("c", ("ok", "c\n")), ("d", ("ok", "d\n"))]
+    assert Pool.calls == 5  # the batch, then each page alone
+
+
+@pytest.mark.parametrize("value", ["0", "two", "1.5"])
+def test_jobs_must_be_a_count_or_auto(pages, value, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["extract", str(pages), "--jobs", value])
+    assert info.value.code == 2
+    assert f"must be a whole number >= 1 or 'auto', not {value!r}" in capsys.readouterr().err
+
+
+def test_jobs_report_a_model_that_cannot_load_as_one_line(pages, tmp_path):
+    """The model loads in the job processes: an unknown one is still one line, exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-m", "scrapy_grownup", "extract", str(pages),
+                             "--model", str(tmp_path / "no-model"), "--jobs", "2"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("grownup extract: error: "), result.stderr
+
+
 def test_errors_as_a_user_sees_them(pages, tmp_path):
     """A real process: stderr holds exactly the skip line and the summary, no traceback."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -145,7 +145,7 @@ def test_model_process_uses_grownup_model_threads(loads):
 
     model_process.load_extractor("fast", "cpu", PageLimits(), 4000, 2)
     try:
-        assert model_process._extractor().threads == 2
+        assert model_process.loaded_extractor().threads == 2
     finally:
         model_process._state.clear()
     assert loads == [2]
