@@ -453,22 +453,16 @@ def cmd_presets(args) -> int:
 def _jobs_arg(text: str) -> str:
     if text.strip().lower() == "auto":
         return "auto"
+    return str(_positive_int(text, " or 'auto'"))
+
+
+def _positive_int(text: str, or_else: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or 'auto', not {text!r}")
-    return str(value)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1{or_else}, not {text!r}")
     return value
 
 

@@ -366,7 +366,10 @@ def _parse_and_derive(body: bytes, url: str | None, content_type: str | None,
                       limits: PageLimits, derive: tuple[str, ...]) -> PageStructure:
     page = parse_page(body, url=url, content_type=content_type, limits=limits)
     for name in derive:
-        getattr(page, name)  # a cached property: stored on the page, pickled with it
+        try:
+            getattr(page, name)  # a cached property: stored on the page, pickled with it
+        except Exception:  # noqa: BLE001 - left to the model's process, which computes it
+            pass           # again and fails that page alone, as it always has
     return page
 
 

@@ -395,6 +395,22 @@ def test_workers_compute_the_page_features_the_model_reads(derive):
     assert all((getattr(page, name) == getattr(here, name)).all() for name in derive)
 
 
+def test_a_page_feature_that_fails_in_the_worker_is_left_to_the_model(monkeypatch):
+    """The worker computes page features only to spare the model's process: one that fails
+    there does not fail the page; the model's process computes it again and, if it fails
+    there too, fails that page alone (``test_page_isolation``)."""
+    import scrapy_grownup.layout as layout
+    from scrapy_grownup.workers import parse_in_worker
+
+    def broken(page):
+        raise IndexError("a page the layout features cannot read")
+
+    monkeypatch.setattr(layout, "layout_features", broken)
+    parsed = parse_in_worker(STORY, "http://a/story.html", "text/html", None,
+                             derive=("layout", "signals"))
+    assert "layout" not in vars(parsed.page) and "signals" in vars(parsed.page)
+
+
 def test_dead_worker_is_restarted_and_its_page_retried_once(tmp_path):
     async def main():
         pool = FeaturizerPool(workers=1, parse=crashing_parse)
