@@ -783,6 +783,10 @@ def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
     assert main(["fit-rescorer", "--cv-dir", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.strip() == \
         f"grownup fit-rescorer: error: --cv-dir {tmp_path / 'none'}: no such directory"
+    assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--also-cv-dir",
+                 str(tmp_path / "seed1")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"grownup fit-rescorer: error: --also-cv-dir {tmp_path / 'seed1'}: no such directory"
 
 
 def test_evaluation_scores_the_text_the_extractor_returns():
@@ -823,3 +827,38 @@ def test_the_article_mask_completes_a_data_table_the_decisions_kept_most_of():
     alone = _scored(page, default=0.0, Storm=0.9)  # nothing to complete: the decisions' mask
     np.testing.assert_array_equal(article_mask(page, alone, 0.5, adaptive=False),
                                   content_mask(page, alone, 0.5, adaptive=False))
+
+
+def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_path, monkeypatch):
+    """``--also-cv-dir``: the trees of each fold learn from every training's scores of the
+    other folds' pages, and the saved trees from all of them; what is measured is always the
+    ``--cv-dir`` model's own scores of the fold's pages."""
+    import argparse
+    from pathlib import Path
+
+    from scrapy_grownup.training import rescorer as R
+    from scrapy_grownup.training.crosssite import FoldPlan
+
+    runs = {}
+    for run in ("seed0", "seed1"):
+        for fold in ("fold0", "fold1"):
+            (tmp_path / run / fold / "model").mkdir(parents=True)
+            (tmp_path / run / fold / "model" / "config.json").write_text("{}")
+        runs[run] = tmp_path / run
+    fitted, measured = [], []
+    monkeypatch.setattr(R, "load_records", lambda names: [])
+    monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k: [FoldPlan("fold0", [], set()),
+                                                               FoldPlan("fold1", [], set())])
+    monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
+        f"{Path(model_dir).parts[-3]}/{plan.name}"])
+    monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
+                        or f"trees{len(fitted)}")
+    monkeypatch.setattr(R, "measure", lambda pages, trees, args: measured.append(
+        (pages, trees)) or [])
+    monkeypatch.setattr(R, "summary", lambda scores: {})
+    parser = argparse.ArgumentParser()
+    R.add_arguments(parser)
+    R.run_rescorer(parser.parse_args(["--cv-dir", str(runs["seed0"]), "--also-cv-dir",
+                                      str(runs["seed1"]), "--cache", str(tmp_path / "c")]))
+    assert fitted == [["seed0/fold1", "seed1/fold1"], ["seed0/fold0", "seed1/fold0"]]
+    assert measured == [(["seed0/fold0"], "trees1"), (["seed0/fold1"], "trees2")]

@@ -65,6 +65,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cv-dir", required=True,
                    help="the site-cv fold models: DIR/fold0/model ... (grownup evaluate "
                         "--protocol site-cv --out OUT leaves them in OUT/site-cv)")
+    p.add_argument("--also-cv-dir", action="append", default=[], metavar="DIR",
+                   help="site-cv fold models of another training of the same recipe (another "
+                        "seed; repeatable): the trees also learn from their out-of-fold "
+                        "scores of the same pages, more ways the content model errs on unseen "
+                        "sites; what is measured and saved stays --cv-dir's model's")
     p.add_argument("--leave-out-dir", default=None,
                    help="the leave-out models, DIR/without-.../model (default: the folds' "
                         "parent's leave-out/)")
@@ -260,12 +265,25 @@ def measure(pages: list[ScoredPage], rescorer: BlockRescorer, args) -> list:
     return scores
 
 
+def fold_pages(cv_dir: Path, plans, cache: Path, args) -> dict:
+    """Per site-cv plan, its test pages scored by the fold model in ``cv_dir``."""
+    folds = {}
+    for plan in plans:
+        model_dir = cv_dir / plan.name / "model"
+        if not (model_dir / "config.json").is_file():
+            raise GrownupError(f"no fold model in {model_dir}")
+        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+    return folds
+
+
 def run_rescorer(args) -> dict:
     if args.skip_cv and not args.hold:
         raise GrownupError("--skip-cv needs --hold")
     cv_dir = Path(args.cv_dir)
-    if not cv_dir.is_dir():
-        raise GrownupError(f"--cv-dir {cv_dir}: no such directory")
+    for option, path in [("--cv-dir", cv_dir)] + [("--also-cv-dir", Path(d))
+                                                  for d in args.also_cv_dir]:
+        if not path.is_dir():  # before any page is loaded
+            raise GrownupError(f"{option} {path}: no such directory")
     scores_path = Path(args.scores) if args.scores else None
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,17 +293,18 @@ def run_rescorer(args) -> dict:
     eval_records = load_records(list(EVAL_DATASETS))
     extra_records = load_records(extra) if extra else []
     plans = site_cv_plan(eval_records, extra_records, args.folds)
-    folds = {}
-    for plan in plans:
-        model_dir = cv_dir / plan.name / "model"
-        if not (model_dir / "config.json").is_file():
-            raise GrownupError(f"no fold model in {model_dir}")
-        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+    folds = fold_pages(cv_dir, plans, cache, args)
+    # per plan, the pages of every training the trees learn from (--cv-dir's first)
+    learn = {plan.name: [folds[plan.name]] for plan in plans}
+    for other in args.also_cv_dir:
+        for name, pages in fold_pages(Path(other), plans, cache, args).items():
+            learn[name].append(pages)
     result: dict = {"protocols": {}}
     if not args.skip_cv:
         cv_scores = []
         for plan in plans:
-            others = [p for name, pages in folds.items() if name != plan.name for p in pages]
+            others = [p for name, runs in learn.items() if name != plan.name
+                      for pages in runs for p in pages]
             plan_scores = measure(folds[plan.name], fit(others, args), args)
             if scores_path is not None:
                 write_scores(scores_path, plan.name, plan_scores)
@@ -293,7 +312,7 @@ def run_rescorer(args) -> dict:
         result["protocols"]["site-cv"] = summary(cv_scores)
     leave_out_dir = Path(args.leave_out_dir) if args.leave_out_dir else \
         cv_dir.parent / "leave-out"
-    everything = [p for pages in folds.values() for p in pages]
+    everything = [p for runs in learn.values() for pages in runs for p in pages]
     for held in args.hold or []:
         plan = leave_out_plan(eval_records, extra_records, LEAVE_OUT[held])
         model_dir = leave_out_dir / plan.name / "model"
@@ -318,7 +337,7 @@ def run_rescorer(args) -> dict:
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
-        "trees", "depth", "leaves", "learning_rate", "min_leaf", "without")}
+        "trees", "depth", "leaves", "learning_rate", "min_leaf", "without", "also_cv_dir")}
     return result
 
 
