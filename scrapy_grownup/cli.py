@@ -263,15 +263,13 @@ def _process_chunks(inputs: list, args, jobs: int):
         await asyncio.gather(*(pool.call(describe, what="loading the model")
                                for _ in range(jobs)))
 
-    async def run(entries):
-        return await job_batch(pool, entries, args.format, args.comments)
-
     try:
         # every process loads its model first; one that cannot says why, once
         loop.run_until_complete(load())
         for start in range(0, len(inputs), args.batch_pages):
             entries = _page_entries(inputs[start:start + args.batch_pages], args)
-            pending.append(loop.create_task(run(entries)))
+            pending.append(loop.create_task(job_batch(pool, entries, args.format,
+                                                      args.comments)))
             if len(pending) >= 2 * jobs:
                 yield loop.run_until_complete(pending.pop(0))
         while pending:
