@@ -26,10 +26,6 @@ SKIP_REASONS = {"NotHTMLError": "not_html", "EmptyPageError": "empty_page",
                 "ArticleError": "article_error", "WorkerCrashedError": "worker_crashed"}
 
 
-# DOM nodes the model takes at once, as ``ArticleExtractor``'s default
-EXTRACT_BATCH_NODES = 40_000
-
-
 class UserError(Exception):
     """A mistake in the command line or its files: one line on stderr, exit status 2."""
 
@@ -253,9 +249,9 @@ def _process_chunks(inputs: list, args, jobs: int):
 
     options = _extractor_options(args)
     pool = ProcessPool(jobs, "extract", initializer=load_extractor,
-                       initargs=(args.model, options["device"], PageLimits(),
-                                 EXTRACT_BATCH_NODES, options["threads"], options["threshold"],
-                                 options["refine"], options["rescore"]))
+                       initargs=(args.model, options["device"], PageLimits(), None,
+                                 options["threads"], options["threshold"], options["refine"],
+                                 options["rescore"]))
     loop = asyncio.new_event_loop()
     pending: list = []
 

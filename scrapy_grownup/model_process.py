@@ -27,8 +27,8 @@ WARMUP_PAGE = (b"<html><head><title>warm-up</title></head><body><div class=main>
 _state: dict = {}
 
 
-def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nodes: int,
-                   threads: int, threshold: float | None = None,
+def load_extractor(model: str, device: str | None, limits: PageLimits,
+                   batch_nodes: int | None, threads: int, threshold: float | None = None,
                    refine: bool | None = None, rescore: bool | None = None) -> None:
     """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
     _state.clear()
@@ -43,7 +43,8 @@ def load_extractor(model: str, device: str | None, limits: PageLimits, batch_nod
         extractor = ArticleExtractor.from_pretrained(model, device=device, limits=limits,
                                                      threads=threads, threshold=threshold,
                                                      refine=refine, rescore=rescore)
-        extractor.batch_nodes = batch_nodes
+        if batch_nodes is not None:  # None: the extractor's own
+            extractor.batch_nodes = batch_nodes
         # First calls import torch_geometric and build kernels: done before the crawl.
         extractor.articles([parse_page(WARMUP_PAGE, url="about:warmup", limits=limits)])
         _state["extractor"] = extractor
