@@ -151,6 +151,14 @@ class PageStructure:
         return layout_features(self)
 
     @cached_property
+    def repetition(self) -> np.ndarray:
+        """``repetition.repetition_features`` of the page (float32 [n, REPETITION_DIM]),
+        computed once, for models that read them."""
+        from .repetition import repetition_features
+
+        return repetition_features(self)
+
+    @cached_property
     def signals(self) -> np.ndarray:
         """``page_signals.page_signals`` of the page (float32 [SIGNAL_DIM]), computed once: the
         page-type head and the block rescorer both read them."""

@@ -129,12 +129,14 @@ class ArticleExtractor:
     @property
     def page_features(self) -> tuple[str, ...]:
         """The page-only features this extractor reads (cached properties of
-        ``PageStructure``): the layout features (the model's input, the block rescorer's) and
-        the page signals (the page-type classifier's, the rescorer's, a genre head's). A
-        crawl's featurization workers compute them beside the parse, off the model's process."""
+        ``PageStructure``): the layout features (the model's input, the block rescorer's), the
+        repeated-structure features (a model's input, where it reads them) and the page signals
+        (the page-type classifier's, the rescorer's, a genre head's). A crawl's featurization workers compute them beside the parse, off the model's process."""
         names = []
         if self.featurizer.layout or self.rescorer is not None:
             names.append("layout")
+        if self.featurizer.repetition:
+            names.append("repetition")
         if (self.rescorer is not None or self.page_type is not None
                 or getattr(self.model.config, "genre_signals", "")):
             names.append("signals")
@@ -165,7 +167,7 @@ class ArticleExtractor:
         is used. ``True`` for a model without one raises ``ModelLoadError``.
         """
         from .encoders import get_encoder
-        from .featurizer import FEATURE_VERSION, Featurizer, feature_blocks, uses_layout
+        from .featurizer import FEATURE_VERSION, Featurizer
         from .model import GrownUpModel
 
         if name_or_path == "auto":
@@ -177,10 +179,10 @@ class ArticleExtractor:
             raise ModelLoadError(
                 f"{directory}: trained on encoder {config.encoder!r} version "
                 f"{config.encoder_version}, but the installed one is {encoder.version}")
-        layout = uses_layout(config.input_blocks)
+        featurizer = Featurizer.for_blocks(encoder, config.input_blocks, limits)
         model = GrownUpModel.from_pretrained(
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
-            expected_input_blocks=feature_blocks(encoder.dim, layout))
+            expected_input_blocks=featurizer.blocks)
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
         rescorer = load_rescorer(directory, rescore)
@@ -188,7 +190,7 @@ class ArticleExtractor:
         if threshold is None:
             threshold = rescorer.cut if rescorer is not None else options.get("threshold", 0.5)
             adaptive = True if adaptive is None else adaptive
-        extractor = cls(model, Featurizer(encoder, limits=limits, layout=layout),
+        extractor = cls(model, featurizer,
                         name=str(name_or_path),
                         device=device,
                         threshold=threshold,

@@ -15,6 +15,7 @@ from .dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, pa
                   struct_features, tree_edges)
 from .layout import LAYOUT_DIM
 from .limits import PageLimits
+from .repetition import REPETITION_DIM
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch_geometric.data import Data
@@ -26,15 +27,22 @@ FEATURE_VERSION = "1"
 TEXT_BLOCKS = ("x_text", "x_class", "x_id")
 
 
-def feature_blocks(text_dim: int, layout: bool = True) -> list[tuple[str, int]]:
+def feature_blocks(text_dim: int, layout: bool = True,
+                   repetition: bool = False) -> list[tuple[str, int]]:
     """Names and widths of the input blocks, in the order the model concatenates them.
 
     ``layout=False`` is the block list of models trained before the layout features
-    (``layout.py``); a batch always carries every block and a model reads the ones it lists."""
+    (``layout.py``), ``repetition=True`` adds the repeated-structure features
+    (``repetition.py``); a model reads the blocks it lists and a batch carries those its
+    featurizer computes."""
     blocks = [(name, text_dim) for name in TEXT_BLOCKS] + [
         ("x_struct", STRUCT_DIM), ("x_pos", NUM_EIGENVECTORS)
     ]
-    return blocks + [("x_layout", LAYOUT_DIM)] if layout else blocks
+    if layout:
+        blocks.append(("x_layout", LAYOUT_DIM))
+    if repetition:
+        blocks.append(("x_repeat", REPETITION_DIM))
+    return blocks
 
 
 def uses_layout(input_blocks) -> bool:
@@ -42,11 +50,16 @@ def uses_layout(input_blocks) -> bool:
     return any(name == "x_layout" for name, _ in input_blocks)
 
 
+def uses_repetition(input_blocks) -> bool:
+    """Whether a model with these input blocks reads the repeated-structure features."""
+    return any(name == "x_repeat" for name, _ in input_blocks)
+
+
 class Featurizer:
     """Turns HTML into GROWN+UP graphs with a named text encoder (``static`` or ``minilm``)."""
 
     def __init__(self, encoder: "str | TextEncoder" = "static", limits: PageLimits | None = None,
-                 layout: bool = True, **encoder_kwargs):
+                 layout: bool = True, repetition: bool = False, **encoder_kwargs):
         if isinstance(encoder, str):
             from .encoders import get_encoder
 
@@ -54,10 +67,18 @@ class Featurizer:
         self.encoder = encoder
         self.limits = limits or PageLimits()
         self.layout = layout  # compute the layout block (False for models that do not read it)
+        self.repetition = repetition  # compute the repeated-structure block
+
+    @classmethod
+    def for_blocks(cls, encoder: "str | TextEncoder", input_blocks,
+                   limits: PageLimits | None = None) -> "Featurizer":
+        """The featurizer that computes what a model with these input blocks reads."""
+        return cls(encoder, limits=limits, layout=uses_layout(input_blocks),
+                   repetition=uses_repetition(input_blocks))
 
     @property
     def blocks(self) -> list[tuple[str, int]]:
-        return feature_blocks(self.encoder.dim, self.layout)
+        return feature_blocks(self.encoder.dim, self.layout, self.repetition)
 
     def structure(self, body: bytes | str, url: str | None = None,
                   content_type: str | bytes | None = None) -> PageStructure:
@@ -80,7 +101,7 @@ class Featurizer:
             n = page.num_nodes
             text, klass, ident = (vectors[offset + i * n: offset + (i + 1) * n] for i in range(3))
             offset += 3 * n
-            out.append(build_graph(page, text, klass, ident))
+            out.append(build_graph(page, text, klass, ident, repetition=self.repetition))
         return out
 
     def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
@@ -127,6 +148,9 @@ class Featurizer:
         if self.layout:
             tensors["x_layout"] = torch.from_numpy(
                 np.concatenate([p.layout for p in pages]))
+        if self.repetition:
+            tensors["x_repeat"] = torch.from_numpy(
+                np.concatenate([p.repetition for p in pages]))
         tensors["edge_index"] = torch.from_numpy(edge_index)
         tensors["edge_type"] = torch.from_numpy(edge_type)
         tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
@@ -158,7 +182,7 @@ class GraphBatch:
 
 
 def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
-                ident: np.ndarray) -> "Data":
+                ident: np.ndarray, repetition: bool = False) -> "Data":
     import torch
     from torch_geometric.data import Data
 
@@ -167,6 +191,7 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
 
         page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
     edge_index, edge_type = page.edges()
+    extra = {"x_repeat": torch.from_numpy(page.repetition.copy())} if repetition else {}
     return Data(
         x_text=torch.from_numpy(np.ascontiguousarray(text, dtype=np.float32)),
         x_class=torch.from_numpy(np.ascontiguousarray(klass, dtype=np.float32)),
@@ -179,8 +204,9 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
         num_nodes=page.num_nodes,
         truncated=torch.tensor([bool(page.truncated)]),
         page=page,
+        **extra,
     )
 
 
 __all__ = ["Featurizer", "FEATURE_VERSION", "GraphBatch", "STRUCT_BLOCKS", "build_graph",
-           "feature_blocks", "uses_layout"]
+           "feature_blocks", "uses_layout", "uses_repetition"]

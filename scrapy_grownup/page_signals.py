@@ -27,6 +27,7 @@ import numpy as np
 
 from .dom import PageStructure
 from .tree import depth_levels, inherit, subtree_sum
+from .repetition import own_text, sibling_groups
 
 __all__ = ["SIGNAL_VERSION", "SIGNAL_GROUPS", "SIGNAL_DIM", "page_signals", "url_tokens"]
 
@@ -146,28 +147,15 @@ def _dom_part(page: PageStructure) -> np.ndarray:
     parent = np.asarray(page.parent, dtype=np.int64)
     depth = np.asarray(page.depth, dtype=np.int64)
     tag_array = np.asarray(tags, dtype=object)
-    own = np.zeros(n, dtype=np.float64)  # characters of text each node owns
-    if len(page.seg_text):
-        np.add.at(own, np.asarray(page.seg_owner, dtype=np.int64),
-                  np.fromiter((len(t) for t in page.seg_text), dtype=np.float64,
-                              count=len(page.seg_text)))
+    own = own_text(page)  # characters of text each node owns
     levels = depth_levels(depth)
     inside = inherit(np.stack([tag_array == "a", tag_array == "li"], axis=1), parent, levels)
     in_link, in_li = inside[:, 0], inside[:, 1]
     total = float(own.sum())
     # repeated sibling structures: siblings sharing tag + class, each with some text below
     subtree_text = subtree_sum(own, parent, levels)
-    chosen = np.flatnonzero(subtree_text[1:] >= 20) + 1
-    repeats: list[int] = []
-    if len(chosen):
-        interned: dict[str, int] = {}
-        words = page.class_words
-        klass = np.fromiter((interned.setdefault(words[i], len(interned))
-                             for i in chosen.tolist()), dtype=np.int64, count=len(chosen))
-        tag_ids = np.asarray(page.tag_ids, dtype=np.int64)[chosen]
-        keys = (parent[chosen] << 40) | (tag_ids << 24) | klass
-        _, sizes = np.unique(keys, return_counts=True)
-        repeats = [int(c) for c in sizes if c >= 4]
+    _, sizes = sibling_groups(page, parent, subtree_text)
+    repeats = [int(c) for c in sizes if c >= 4]
     text = " ".join(page.seg_text)
     low = text.lower()
     words = len(text.split())

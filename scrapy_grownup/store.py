@@ -27,7 +27,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STORE_FORMAT = "grownup-graphs/1"
 _NODE_FIELDS = ("parent", "tag_ids", "font", "text_len", "num_children", "child_index",
-                "positions", "text_idx", "class_idx", "id_idx", "labels", "layout")
+                "positions", "text_idx", "class_idx", "id_idx", "labels", "layout", "repeat")
+# Node fields a store written before them lacks; its batches leave out the block they make.
+_OPTIONAL_FIELDS = ("repeat",)
+# Bump when a new store holds more than an older one of the same encoder, feature and parse
+# versions (cached training stores are rebuilt): 2: the repeated-structure features.
+STORE_REVISION = "2"
 
 
 @dataclass
@@ -42,6 +47,12 @@ class GraphStore:
     @property
     def num_pages(self) -> int:
         return len(self.ids)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The node fields this store holds (one written before an optional field lacks it)."""
+        return tuple(name for name in _NODE_FIELDS
+                     if name in self.arrays or name not in _OPTIONAL_FIELDS)
 
     @property
     def page_ptr(self) -> np.ndarray:
@@ -85,10 +96,11 @@ class GraphStore:
         encoders = {(s.meta.get("encoder"), s.meta.get("encoder_version")) for s in stores}
         if len(encoders) > 1:
             raise GrownupError(f"cannot mix stores of different encoders: {sorted(encoders)}")
-        arrays: dict[str, list[np.ndarray]] = {name: [] for name in _NODE_FIELDS}
+        fields = [name for name in _NODE_FIELDS if all(name in s.fields for s in stores)]
+        arrays: dict[str, list[np.ndarray]] = {name: [] for name in fields}
         ptr, tables, offset, nodes = [np.zeros(1, dtype=np.int64)], [stores[0].strings[:1]], 0, 0
         for store in stores:
-            for name in _NODE_FIELDS:
+            for name in fields:
                 a = store.arrays[name]
                 if name in ("text_idx", "class_idx", "id_idx"):
                     a = np.where(a > 0, a + offset, 0).astype(np.int32)
@@ -136,7 +148,7 @@ class GraphStore:
     # -- batches ------------------------------------------------------------------------------
     def page_arrays(self, i: int) -> dict[str, np.ndarray]:
         lo, hi = self.page_ptr[i], self.page_ptr[i + 1]
-        return {name: self.arrays[name][lo:hi] for name in _NODE_FIELDS}
+        return {name: self.arrays[name][lo:hi] for name in self.fields}
 
     def collate(self, indices: Sequence[int]) -> "Batch":
         """Model-ready ``Batch`` of the given pages, with ``y`` (-1 = unlabelled)."""
@@ -144,7 +156,7 @@ class GraphStore:
         from torch_geometric.data import Batch
 
         pieces = [self.page_arrays(int(i)) for i in indices]
-        cat = {name: np.concatenate([p[name] for p in pieces]) for name in _NODE_FIELDS}
+        cat = {name: np.concatenate([p[name] for p in pieces]) for name in self.fields}
         sizes = np.array([len(p["parent"]) for p in pieces])
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         parent = cat["parent"].astype(np.int64)
@@ -166,6 +178,8 @@ class GraphStore:
             batch=tensor(np.repeat(np.arange(len(pieces)), sizes)),
             ptr=tensor(np.concatenate([[0], np.cumsum(sizes)])),
         )
+        if "repeat" in cat:
+            batch.x_repeat = tensor(cat["repeat"].astype(np.float32))
         batch.num_nodes = int(sizes.sum())
         batch._num_graphs = len(pieces)
         return batch
@@ -194,6 +208,7 @@ def page_columns(page: PageStructure, table: dict[str, int],
         "labels": (np.asarray(labels, dtype=np.int8) if labels is not None
                    else np.full(page.num_nodes, -1, dtype=np.int8)),
         "layout": layout_features(page).astype(np.float16),
+        "repeat": page.repetition.astype(np.float16),
     }
 
 

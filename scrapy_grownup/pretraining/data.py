@@ -225,6 +225,8 @@ def collate_pages(corpus, pages: Sequence[int]) -> PageBatch:
         batch=torch.from_numpy(np.repeat(np.arange(len(pages)), new_sizes)),
         ptr=torch.from_numpy(np.concatenate([[0], np.cumsum(new_sizes)])),
     )
+    if all(getattr(p, "x_repeat", None) is not None for p in parts):
+        batch.x_repeat = cat("x_repeat")[perm]
     batch.num_nodes = int(new_sizes.sum())
     batch._num_graphs = len(pages)
     raw = {name: np.concatenate([r[name] for r in raws])[node_perm] for name in RAW_FIELDS}

@@ -78,11 +78,12 @@ def prepare_pages(records, limits: PageLimits | None = None, workers: int = 2):
 
 def store_key(encoder, limits: PageLimits, min_coverage: float) -> str:
     """What a cached store's contents depend on, for its file name: the encoder and its weights,
-    the feature and parse versions, the page caps and the alignment coverage cut."""
+    the feature, parse and store versions, the page caps and the alignment coverage cut."""
     from ..dom import PARSE_VERSION
     from ..featurizer import FEATURE_VERSION
+    from ..store import STORE_REVISION
 
-    return (f"{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}"
+    return (f"{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}s{STORE_REVISION}"
             f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
 
 

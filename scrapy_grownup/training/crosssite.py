@@ -542,13 +542,15 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     cfg_kwargs = dict(cfg_kwargs)
     use_silver = cfg_kwargs.pop("use_silver", True)
     layout = cfg_kwargs.pop("layout", True)  # False: the inputs of models before layout.py
+    repetition = cfg_kwargs.pop("repetition", False)  # True: also the repetition.py features
     cfg = TrainConfig(out=str(model_dir.parent), encoder=encoder.name, **cfg_kwargs)
     indices = [i for i, k in enumerate(keys) if k in plan.train_keys
                and (use_silver or k.split("/", 1)[0] not in datasets.SILVER_DATASETS)]
     torch.manual_seed(cfg.seed)
     config = ModelConfig.preset(cfg.preset, encoder=encoder.name, text_dim=encoder.dim,
                                 encoder_version=encoder.version,
-                                input_blocks=feature_blocks(encoder.dim, layout), **cfg.overrides)
+                                input_blocks=feature_blocks(encoder.dim, layout, repetition),
+                                **cfg.overrides)
     model = GrownUpModel(config)
     if cfg.init:  # a pre-trained backbone (grownup pretrain); its heads start from the seed
         from ..pretraining.init import load_pretrained
@@ -635,7 +637,7 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
     ``out/PLAN/model`` is saved already (a resumed run, or models trained on a GPU machine),
     loads the plan's model."""
     from ..encoders import get_encoder
-    from ..featurizer import Featurizer, uses_layout
+    from ..featurizer import Featurizer
 
     encoder = corpus_encoder(encoder_name)
     cache: dict = {}
@@ -653,9 +655,9 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
                                                                min_coverage, workers)
             model = train_plan_model(cache["store"], cache["keys"], plan, encoder, cfg_kwargs,
                                      model_dir, page_types_of(everything))
-        layout = uses_layout(model.config.input_blocks)
+        featurizer = Featurizer.for_blocks(get_encoder(encoder_name), model.config.input_blocks)
         # scored where it trained (--device): on a GPU machine the fold pages score there too
-        return ArticleExtractor(model, Featurizer(get_encoder(encoder_name), layout=layout),
+        return ArticleExtractor(model, featurizer,
                                 name=plan.name, device=cfg_kwargs.get("device") or "cpu",
                                 threshold=threshold)
 
@@ -741,6 +743,9 @@ def add_arguments(p) -> None:
                         "last step's weights)")
     p.add_argument("--no-layout", action="store_true",
                    help="train without the layout features (the ablation arm)")
+    p.add_argument("--repetition", action="store_true",
+                   help="also read the repeated-structure features (repetition.py: alike "
+                        "siblings, list containers, cards; the ablation arm)")
     p.add_argument("--no-silver", action="store_true", help="leave the silver sets out")
     p.add_argument("--final", action="store_true",
                    help="site-cv / leave-out: also train one model on every page with the same "
@@ -813,6 +818,8 @@ def run(args) -> int:
                "overrides": json.loads(args.model_overrides), "use_silver": not args.no_silver,
                "threads": args.threads, "device": args.device or "cpu",
                "pos_weight": args.pos_weight, "layout": not args.no_layout, "seed": args.seed}
+        if args.repetition:
+            cfg["repetition"] = True
         if args.attribute_dropout:
             cfg["attribute_dropout"] = args.attribute_dropout
         if args.type_balance:
