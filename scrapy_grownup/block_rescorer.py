@@ -152,6 +152,16 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     return roots, X, block, owners
 
 
+def _first_difference(names: tuple[str, ...]) -> str:
+    """Where a rescorer file's feature names first differ from ``BLOCK_FEATURE_NAMES``."""
+    for k, (theirs, ours) in enumerate(zip(names, BLOCK_FEATURE_NAMES)):
+        if theirs != ours:
+            return f"column {k} {theirs!r} where this package has {ours!r}"
+    k = min(len(names), len(BLOCK_FEATURE_NAMES))
+    extra = names[k] if len(names) > k else BLOCK_FEATURE_NAMES[k]
+    return f"the first {k} the same, then {extra!r} on one side only"
+
+
 def spread_to_nodes(page: PageStructure, probs: np.ndarray, roots: np.ndarray,
                     block_probs: np.ndarray, block: np.ndarray | None = None,
                     owners: np.ndarray | None = None) -> np.ndarray:
@@ -228,10 +238,15 @@ class BlockRescorer:
             version = str(f["version"])
             names = tuple(str(x) for x in f["feature_names"])
             ours = f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}"
-            if version != ours or names != BLOCK_FEATURE_NAMES:
+            if version != ours:
                 raise ValueError(f"{path}: block rescorer for block features version "
                                  f"{version!r} (and page signals); this package computes "
                                  f"{ours!r}: refit it with grownup fit-rescorer")
+            if names != BLOCK_FEATURE_NAMES:
+                raise ValueError(f"{path}: block rescorer fitted on {len(names)} block "
+                                 f"features, {_first_difference(names)}; this package "
+                                 f"computes {len(BLOCK_FEATURE_NAMES)}: refit it with "
+                                 f"grownup fit-rescorer")
             # a file written before a decision was stored gets the constructor's default,
             # the content model's own
             decisions = {name: cast(f[name]) for name, cast in

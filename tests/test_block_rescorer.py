@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from scrapy_grownup.attribute_cues import CUE_NAMES, attribute_cues
-from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, RESCORER_FILE, BlockRescorer,
-                                           block_features, spread_to_nodes)
+from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, BLOCK_FEATURE_VERSION,
+                                           RESCORER_FILE, BlockRescorer, block_features,
+                                           spread_to_nodes)
 from scrapy_grownup.dom import parse_page
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import MODELS_DIR
+from scrapy_grownup.page_signals import SIGNAL_VERSION
 from scrapy_grownup.refine import ADAPTIVE_BAND, block_of
 
 PARAGRAPH = ("The council met on Tuesday to decide the future of the old bridge, which has "
@@ -326,3 +328,18 @@ def test_a_rescorer_of_older_block_features_is_refused_with_one_line_saying_to_r
     assert "version '2/1'" in message and "refit it with grownup fit-rescorer" in message
     # without the rescorer the model still loads
     assert ArticleExtractor.from_pretrained(model, rescore=False) is not None
+    # same version, other columns (a development build's file): the line says where
+    fields["version"] = np.array(f"{BLOCK_FEATURE_VERSION}/{SIGNAL_VERSION}")
+    for names, where in ((list(BLOCK_FEATURE_NAMES) + ["repeat_group_size"],
+                          f"the first {len(BLOCK_FEATURE_NAMES)} the same, then "
+                          "'repeat_group_size' on one side only"),
+                         (["scores"] + list(BLOCK_FEATURE_NAMES[1:]),
+                          "column 0 'scores' where this package has 'score'")):
+        fields["feature_names"] = np.array(names)
+        np.savez(model / "block_rescorer.npz", **fields)
+        with pytest.raises(ModelLoadError) as info:
+            ArticleExtractor.from_pretrained(model)
+        message = str(info.value)
+        assert "\n" not in message and where in message, message
+        assert f"fitted on {len(names)} block features" in message
+        assert "refit it with grownup fit-rescorer" in message
