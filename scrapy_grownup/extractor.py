@@ -131,7 +131,8 @@ class ArticleExtractor:
         """The page-only features this extractor reads (cached properties of
         ``PageStructure``): the layout features (the model's input, the block rescorer's), the
         repeated-structure features (a model's input, where it reads them) and the page signals
-        (the page-type classifier's, the rescorer's, a genre head's). A crawl's featurization workers compute them beside the parse, off the model's process."""
+        (the page-type classifier's, the rescorer's, a genre head's). A crawl's featurization
+        workers compute them beside the parse, off the model's process."""
         names = []
         if self.featurizer.layout or self.rescorer is not None:
             names.append("layout")

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .dom import PageStructure
-from .tree import depth_levels, inherit, subtree_sum
 from .repetition import own_text, sibling_groups
+from .tree import depth_levels, inherit, subtree_sum
 
 __all__ = ["SIGNAL_VERSION", "SIGNAL_GROUPS", "SIGNAL_DIM", "page_signals", "url_tokens"]
 

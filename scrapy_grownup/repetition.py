@@ -14,8 +14,8 @@ import numpy as np
 
 from .tree import depth_levels, subtree_sum
 
-__all__ = ["MIN_GROUP_TEXT", "REPETITION_BLOCKS", "REPETITION_DIM", "own_text", "repetition_features",
-           "sibling_groups"]
+__all__ = ["MIN_GROUP_TEXT", "REPETITION_BLOCKS", "REPETITION_DIM", "own_text",
+           "repetition_features", "sibling_groups"]
 
 MIN_GROUP_TEXT = 20  # characters below a node for it to count as a card of a group
 _SATURATE = np.log(64.0)  # a group of 64 alike siblings reads 1.0
