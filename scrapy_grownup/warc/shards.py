@@ -28,6 +28,7 @@ import numpy as np
 
 from ..dom import NUM_EIGENVECTORS, PageStructure
 from ..layout import LAYOUT_DIM
+from ..repetition import REPETITION_DIM
 from ..store import _NODE_FIELDS, GraphStore, page_columns
 from .pairs import site_hash, site_key
 
@@ -45,6 +46,7 @@ _EMPTY = {
     "text_idx": np.zeros(0, np.int32), "class_idx": np.zeros(0, np.int32),
     "id_idx": np.zeros(0, np.int32), "labels": np.zeros(0, np.int8),
     "layout": np.zeros((0, LAYOUT_DIM), np.float16),
+    "repeat": np.zeros((0, REPETITION_DIM), np.float16),
 }
 
 
