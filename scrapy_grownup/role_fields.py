@@ -88,6 +88,32 @@ def _ancestors(page: PageStructure, node: int):
         node = int(page.parent[node])
 
 
+class _CommentAncestors:
+    """``comment_of(v)``: the nearest element at or above ``v`` whose class or id names
+    comments, or -1, also when ``v`` is inside a form or a control (``_NOT_COMMENT``). Each
+    ancestor is judged once per page, however many candidate nodes share it."""
+
+    def __init__(self, page: PageStructure):
+        self.page = page
+        self.known: dict[int, tuple[int, bool]] = {}  # node -> (nearest marked, in a control)
+
+    def __call__(self, v: int) -> int:
+        page, known = self.page, self.known
+        path = []
+        node = v
+        while node >= 0 and node not in known:
+            path.append(node)
+            node = int(page.parent[node])
+        marked, blocked = known[node] if node >= 0 else (-1, False)
+        for node in reversed(path):  # top down: a deeper marked element is the nearer one
+            blocked = blocked or page.tags[node] in _NOT_COMMENT
+            words, ident = page.class_words[node], page.id_words[node]
+            if (words or ident) and _COMMENT_MARKUP.search(words + " " + ident):
+                marked = node
+            known[node] = (marked, blocked)
+        return -1 if blocked else marked
+
+
 def comment_mask(page: PageStructure, keep: np.ndarray, comments: np.ndarray) -> np.ndarray:
     """The nodes of ``comments`` (the head's calls) that are comments by the rules above.
 
@@ -98,22 +124,19 @@ def comment_mask(page: PageStructure, keep: np.ndarray, comments: np.ndarray) ->
     out = np.zeros(page.num_nodes, dtype=bool)
     texts = page.node_text
     groups: dict[int, list[int]] = {}
-    for v in np.flatnonzero(comments & ~keep).tolist():
+    comment_of = _CommentAncestors(page)
+    lengths = page.text_lengths()
+    for v in np.flatnonzero(comments & ~keep & (lengths > 0)).tolist():
+        marked = comment_of(v)  # first: memoized per page, and most candidates have none
+        if marked < 0:
+            continue
         text = texts[v]
         if not any(c.isalpha() for c in text) or _COMMENT_FORM.search(text.lower()) \
                 or _COMMENT_UI.match(text):
             continue
-        chain = list(_ancestors(page, v))
-        if any(page.tags[a] in _NOT_COMMENT for a in chain):
-            continue
-        marked = next((a for a in chain
-                       if _COMMENT_MARKUP.search(page.class_words[a] + " " + page.id_words[a])),
-                      None)
-        if marked is not None:
-            groups.setdefault(marked, []).append(v)
+        groups.setdefault(marked, []).append(v)
     if not groups:
         return out
-    lengths = page.text_lengths()
     kept_chars = np.concatenate([[0], np.cumsum(np.where(keep, lengths, 0))])
     ends = page.subtree_end
     for marked, nodes in groups.items():

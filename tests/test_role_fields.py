@@ -96,3 +96,34 @@ def test_a_model_without_those_roles_leaves_the_fields_out():
     page = parse_page(PAGE, positions=False)
     assert role_fields(page, np.zeros(page.num_nodes, bool),
                        np.zeros((page.num_nodes, 3)), ["a", "b", "c"]) == {}
+
+
+def test_comment_ancestors_are_the_nearest_marked_element_outside_controls():
+    """Each node's comment element is its nearest ancestor-or-self whose class or id names
+    comments, none inside a form or control, the same however many nodes ask in any order."""
+    from scrapy_grownup.role_fields import _COMMENT_MARKUP, _NOT_COMMENT, _CommentAncestors
+
+    page = parse_page(PAGE, url="https://news.test/a/owls.html", positions=False)
+
+    def walked(v):  # one node's own walk up the tree, nothing shared
+        chain = []
+        while v >= 0:
+            chain.append(v)
+            v = int(page.parent[v])
+        if any(page.tags[a] in _NOT_COMMENT for a in chain):
+            return -1
+        return next((a for a in chain if _COMMENT_MARKUP.search(
+            page.class_words[a] + " " + page.id_words[a])), -1)
+
+    want = [walked(v) for v in range(page.num_nodes)]
+    for order in (range(page.num_nodes), reversed(range(page.num_nodes))):
+        comment_of = _CommentAncestors(page)
+        got = {v: comment_of(v) for v in order}
+        assert [got[v] for v in range(page.num_nodes)] == want
+    section = page.tags.index("section")
+    first = next(v for v in range(page.num_nodes) if page.class_words[v] == "comment")
+    assert want[first] == first                         # the nearest: the comment, not the list
+    assert want[first + 1] == first                     # its <b> belongs to it
+    assert want[section + 1] == section                 # the heading: the section itself
+    assert want[page.tags.index("button")] == -1        # inside the comment form
+    assert want[page.tags.index("h1")] == -1            # no comment above the headline
