@@ -19,6 +19,7 @@ import numpy as np
 from .dom import PageStructure, struct_features, tree_edges
 from .errors import GrownupError
 from .layout import layout_features
+from .repetition import repetition_features
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch_geometric.data import Batch
@@ -208,7 +209,7 @@ def page_columns(page: PageStructure, table: dict[str, int],
         "labels": (np.asarray(labels, dtype=np.int8) if labels is not None
                    else np.full(page.num_nodes, -1, dtype=np.int8)),
         "layout": layout_features(page).astype(np.float16),
-        "repeat": page.repetition.astype(np.float16),
+        "repeat": repetition_features(page).astype(np.float16),
     }
 
 
