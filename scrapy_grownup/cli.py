@@ -118,9 +118,9 @@ def _extract_jobs(args, pages: int) -> int:
     if pages <= args.batch_pages:
         return 1
     if args.device is None or not str(args.device).startswith("cpu"):
-        import torch
+        from .cuda import cuda_available
 
-        if args.device is not None or torch.cuda.is_available():
+        if args.device is not None or cuda_available():
             return 1
     return max(1, os.cpu_count() or 1)
 

@@ -56,9 +56,9 @@ def auto_model(device: str | None = None, warn: bool = True) -> str:
     ``fast``'s ~45. On a GPU without the ``[minilm]`` extra it is ``fast``, with a warning
     that says what to install (``warn=False``: a question about what it would load)."""
     if device in (None, "auto"):
-        import torch
+        from .cuda import cuda_available
 
-        on_gpu = torch.cuda.is_available()
+        on_gpu = cuda_available()
     else:
         on_gpu = str(device).startswith("cuda")
     if not on_gpu:

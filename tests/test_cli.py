@@ -359,3 +359,51 @@ def test_user_errors_of_the_corpus_and_training_commands_are_one_line(tmp_path, 
     assert rescorer.main(["--cv-dir", str(missing)]) == 2
     assert capsys.readouterr().err.strip() == \
         f"grownup fit-rescorer: error: --cv-dir {missing}: no such directory"
+
+
+def test_jobs_auto_asks_for_a_gpu_without_importing_torch(tmp_path):
+    """``--jobs auto`` hands pages to child processes; where no GPU driver is installed the
+    main process decides that without importing torch, and agrees with torch's answer."""
+    code = (
+        "import json, os, sys\n"
+        "from scrapy_grownup.cli import _extract_jobs, build_parser\n"
+        "from scrapy_grownup.cuda import cuda_available, gpu_driver_present\n"
+        "args = build_parser().parse_args(['extract', 'pages', '--jobs', 'auto'])\n"
+        "jobs = _extract_jobs(args, 10 * args.batch_pages)\n"
+        "said = {'jobs': jobs, 'cpus': os.cpu_count(), 'driver': gpu_driver_present(),\n"
+        "        'cuda': cuda_available(), 'torch': 'torch' in sys.modules}\n"
+        "import torch\n"
+        "said['torch_says'] = torch.cuda.is_available()\n"
+        "said['asked_after_import'] = cuda_available()\n"
+        "print(json.dumps(said))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["cuda"] == said["torch_says"] == said["asked_after_import"]
+    if not said["driver"]:
+        assert not said["torch"]
+        assert said["jobs"] == said["cpus"]
+    else:  # a GPU machine: one process where torch sees the GPU
+        assert said["jobs"] == (1 if said["torch_says"] else said["cpus"])
+
+
+def test_a_gpu_driver_is_found_by_its_device_node_or_tool(tmp_path, monkeypatch):
+    from scrapy_grownup import cuda
+
+    monkeypatch.setattr(cuda.sys, "platform", "linux")
+    monkeypatch.setattr(cuda, "DRIVER_PATHS", (str(tmp_path / "nvidia0"),))
+    monkeypatch.setattr(cuda.shutil, "which", lambda name: None)
+    assert not cuda.gpu_driver_present()
+    (tmp_path / "nvidia0").write_text("")
+    assert cuda.gpu_driver_present()
+    (tmp_path / "nvidia0").unlink()
+    monkeypatch.setattr(cuda.shutil, "which",
+                        lambda name: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None)
+    assert cuda.gpu_driver_present()
+    monkeypatch.setattr(cuda.sys, "platform", "darwin")
+    assert not cuda.gpu_driver_present()  # no CUDA on macOS
+    monkeypatch.setattr(cuda.sys, "platform", "win32")
+    assert cuda.gpu_driver_present()  # not checked there: torch is asked
