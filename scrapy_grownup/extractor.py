@@ -213,7 +213,8 @@ class ArticleExtractor:
 
     def extract_batch(self, items: Iterable[tuple], errors: str = "raise"
                       ) -> list[Article | None]:
-        """Articles of ``(html, url)`` or ``(html, url, content_type)`` tuples, in order.
+        """Articles of ``(html, url)`` or ``(html, url, content_type)`` tuples (or bare
+        ``html`` strings or bytes, no URL), in order.
 
         ``errors="raise"`` raises the first bad page's ``GrownupError``; ``"skip"`` logs it and
         puts ``None`` in its place, so the output stays aligned with the input. Either way a
@@ -225,6 +226,8 @@ class ArticleExtractor:
         pages: list[PageStructure | GrownupError] = []
         urls: list[str | None] = []
         for item in items:
+            if isinstance(item, (str, bytes, bytearray, memoryview)):
+                item = (item,)  # one page's HTML, not a tuple of its characters
             html, url, content_type = (tuple(item) + (None, None))[:3]
             urls.append(url)
             try:

@@ -81,6 +81,19 @@ def test_extract_batch_skips_bad_pages_in_place(trained):
         extractor.extract_batch(items)
 
 
+def test_extract_batch_takes_bare_html(trained):
+    """A list of HTML strings or bytes is a list of pages, not of tuples of characters."""
+    from scrapy_grownup import ArticleExtractor
+
+    extractor = ArticleExtractor.from_pretrained(trained[0] / "best")
+    html, _ = article_page(1, variant=0)
+    tupled = extractor.extract_batch([(html, None), (html.encode(), None)])
+    bare = extractor.extract_batch([html, html.encode(), bytearray(html.encode())])
+    assert len(bare) == 3 and tupled[0].text
+    assert [a.text for a in bare] == [tupled[0].text, tupled[1].text, tupled[1].text]
+    assert all(a.url is None for a in bare)
+
+
 def test_loading_checks_files_and_versions(trained, tmp_path):
     from scrapy_grownup import ArticleExtractor
 
