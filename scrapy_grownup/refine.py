@@ -31,6 +31,10 @@ Three page-level decisions follow, each measured across sites (README, "Decision
 - ``drop_repeated_blocks``: a block whose text repeats an earlier kept block (a consent
   placeholder for every embed, a "video needs JavaScript" notice, a headline shown twice) is
   kept once.
+- ``without_embed_notices``: the consent placeholder of an embedded post or video ("An dieser
+  Stelle finden Sie externen Inhalt ... mit einem Klick anzeigen lassen") sits inside the
+  article, between its paragraphs, and reads like one; a short block that names external or
+  third-party content and asks the reader to click, consent or load it is dropped.
 
 Hausner & Gertz's refinement without rendering: keep the largest contiguous content group.
 
@@ -41,6 +45,8 @@ with the most words is the article; comments and stray teasers far from it are d
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -53,6 +59,18 @@ CONTAINER_SHARE = 0.7  # the main container holds at least this share of the kep
 CONTAINER_SURE = 0.9   # blocks outside it stay only with at least this score
 REPEAT_MIN_WORDS = 3   # shorter repeated blocks ("Share", "Photo") are left alone
 ADAPTIVE_BAND = 0.2    # a page's own cut-off stays within this of the configured threshold
+NOTICE_MAX_CHARS = 600  # an embed's consent notice is a few sentences, not a paragraph of news
+# An embed notice names external content (de, en, fr, es, it, nl) ...
+_EXTERNAL_CONTENT = re.compile(
+    r"externe[nr]? inhalte?|external content|third[- ]party (?:content|provider)|"
+    r"contenus? externes?|contenido externo|contenuto esterno|externe inhoud")
+# ... and asks the reader to act on it (lower-cased text; "accept" alone is too common in news)
+_NOTICE_ASK = re.compile(
+    r"mit einem klick|klicken sie|klick auf|einverstanden|anzeigen lassen|laden und anzeigen|"
+    r"zustimm|einwillig|aktivieren|privatsphäre-einstellungen|datenschutz-einstellungen|"
+    r"click (?:here|to|on|the)|to (?:view|load|see|display) (?:this|the)|enable (?:cookies|"
+    r"javascript)|accept (?:all )?cookies|your consent|cookie settings|privacy settings|"
+    r"i agree|afficher|accepter|consentement|aceptar|acconsent|toestemming")
 BYLINE_BLOCKS = 5      # a byline is among the first kept blocks ...
 BYLINE_WORDS = 12      # ... and short; a date line alone is shorter still
 DATE_LINE_WORDS = 8
@@ -68,21 +86,22 @@ CUT_WEIGHTS = ("log-nodes", "block-chars")
 def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
                  repeats: bool = True, adaptive: bool = True,
-                 headline: bool = True, byline: bool = True,
+                 headline: bool = True, byline: bool = True, notices: bool = True,
                  band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes") -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
-    (``repeats``), the headline left to the title (``headline``) and the byline and date to
-    their fields (``byline``), and optionally refined to the largest content group
-    (``refine``). ``cut_weight``: how ``page_threshold`` weighs the page's scores
+    (``repeats``), embeds' consent notices dropped (``notices``), the headline left to the
+    title (``headline``) and the byline and date to their fields (``byline``), and optionally
+    refined to the largest content group (``refine``). ``cut_weight``: how ``page_threshold`` weighs the page's scores
     (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
     levels = depth_levels(page.depth)
     by_block = adaptive and cut_weight == "block-chars"
-    block = block_of(page, levels) if blocks or repeats or byline or by_block else None
+    block = block_of(page, levels) if blocks or repeats or byline or by_block or notices \
+        else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
     if by_block:
         threshold = block_threshold(scores, lengths, block, threshold, band)
@@ -93,6 +112,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
     if repeats:
         keep = drop_repeated_blocks(page, keep, block=block, lengths=lengths)
+    if notices:
+        keep = without_embed_notices(page, keep, block=block, lengths=lengths)
     if headline:
         keep = without_headline(page, keep)
     if byline:
@@ -350,6 +371,32 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
     if repeated:
         lengths = page.text_lengths() if lengths is None else lengths
         keep[np.isin(block, repeated) & (lengths > 0)] = False
+    return keep
+
+
+def without_embed_notices(page: PageStructure, keep: np.ndarray,
+                          block: np.ndarray | None = None,
+                          lengths: np.ndarray | None = None) -> np.ndarray:
+    """``keep`` without the kept blocks of at most ``NOTICE_MAX_CHARS`` characters that name
+    external content (``_EXTERNAL_CONTENT``) and ask the reader to show it
+    (``_NOTICE_ASK``): an embed's consent placeholder."""
+    keep = np.asarray(keep, dtype=bool)
+    if not keep.any() or not len(page.seg_text):
+        return keep
+    block = block_of(page) if block is None else block
+    notices = []
+    for b, runs in kept_block_texts(page, keep, block).items():
+        text = " ".join(runs)
+        if len(text) > NOTICE_MAX_CHARS:
+            continue
+        low = text.lower()
+        if _EXTERNAL_CONTENT.search(low) and _NOTICE_ASK.search(low):
+            notices.append(b)
+    if not notices:
+        return keep
+    lengths = page.text_lengths() if lengths is None else lengths
+    keep = keep.copy()
+    keep[np.isin(block, notices) & (lengths > 0)] = False
     return keep
 
 

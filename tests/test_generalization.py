@@ -11,7 +11,7 @@ from scrapy_grownup.dom import parse_page
 from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
 from scrapy_grownup.refine import (block_of, block_scores, content_mask, drop_repeated_blocks,
                                    main_container, page_threshold, whole_blocks, without_byline,
-                                   without_headline)
+                                   without_embed_notices, without_headline)
 
 
 def record(dataset, id_, url=None, **extra):
@@ -339,6 +339,42 @@ def test_a_repeated_block_is_kept_once():
                        b"<p>Photo AP</p></body></html>")
     keep = np.ones(short.num_nodes, dtype=bool)
     assert (drop_repeated_blocks(short, keep) == keep).all()  # under three words: left alone
+
+
+NOTICE_PAGE = """<html><body><article>
+<p>Der Stadtrat hat am Dienstag neue Radwege in drei Straßen beschlossen.</p>
+<div class="embed"><p>An dieser Stelle finden Sie einen externen Inhalt von Instagram, der den
+Artikel ergänzt. Sie können ihn sich mit einem Klick anzeigen lassen.</p>
+<p>Ich bin damit einverstanden, dass mir externe Inhalte angezeigt werden.</p></div>
+<p>Third-party content: click here to load this post from X.</p>
+<p>Platforms must accept liability for third-party content under the new law, the council
+said.</p>
+<p>The regulator will publish its guidance on external content in May.</p>
+<p>Die Arbeiten sollen im Frühjahr beginnen.</p>
+</article></body></html>""".encode()
+
+
+def test_embed_consent_notices_leave_the_text():
+    """A notice names external content and asks to show it; a news sentence about such
+    content, or one that only names it, stays."""
+    page = parse_page(NOTICE_PAGE)
+    probs = _scored(page, default=0.9)
+    text = assemble_text(page, content_mask(page, probs, 0.4))
+    assert "externen Inhalt von Instagram" not in text
+    assert "einverstanden" not in text and "click here to load" not in text
+    assert "Platforms must accept liability for third-party content" in text
+    assert "guidance on external content" in text
+    assert "Radwege" in text and "Frühjahr" in text
+    kept = assemble_text(page, content_mask(page, probs, 0.4, notices=False))
+    assert "externen Inhalt von Instagram" in kept and "click here to load" in kept
+    # a long paragraph is news, not a notice, whatever it names
+    long_page = parse_page(("<html><body><p>" + "Sie können externe Inhalte mit einem Klick "
+                            "anzeigen lassen, sagte die Ministerin. " * 12 +
+                            "</p></body></html>").encode())
+    keep = np.ones(long_page.num_nodes, dtype=bool)
+    assert (without_embed_notices(long_page, keep) == keep).all()
+    nothing = np.zeros(page.num_nodes, dtype=bool)
+    assert not without_embed_notices(page, nothing).any()
 
 
 def test_the_headline_goes_to_the_title_not_the_text():

@@ -224,6 +224,7 @@ class Variant:
     adaptive: bool = True     # each page's cut-off from its own scores, near the threshold
     headline: bool = True     # the headline left to the title, not the text
     byline: bool = True       # the byline and date left to their fields
+    notices: bool = True      # embeds' consent notices dropped
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
     rescore: bool = True      # the model's block rescorer, when it has one
@@ -237,6 +238,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -repeats", repeats=False),
     Variant("grownup -headline", headline=False),
     Variant("grownup -byline", byline=False),
+    Variant("grownup -notices", notices=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -278,7 +280,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
             threshold = extractor.threshold
         options = {"refine": variant.refine, "blocks": variant.blocks,
                    "repeats": variant.repeats, "adaptive": variant.adaptive,
-                   "headline": variant.headline, "byline": variant.byline}
+                   "headline": variant.headline, "byline": variant.byline,
+                   "notices": variant.notices}
         texts = []
         for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
             if p is None:
