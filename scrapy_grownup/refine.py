@@ -296,6 +296,18 @@ def without_headline(page: PageStructure, keep: np.ndarray) -> np.ndarray:
     return out
 
 
+def without_blocks(page: PageStructure, keep: np.ndarray, block: np.ndarray, drop,
+                   lengths: np.ndarray | None = None) -> np.ndarray:
+    """``keep`` without the text of the blocks rooted at ``drop`` (itself when there are
+    none); ``block``: ``block_of`` the page."""
+    if not len(drop):
+        return keep
+    lengths = page.text_lengths() if lengths is None else lengths
+    out = np.array(keep, dtype=bool)
+    out[np.isin(block, drop) & (lengths > 0)] = False
+    return out
+
+
 def kept_block_texts(page: PageStructure, keep: np.ndarray,
                      block: np.ndarray) -> dict[int, list[str]]:
     """The text runs of each block that has kept text, keyed by the block's root node."""
@@ -340,12 +352,7 @@ def without_byline(page: PageStructure, keep: np.ndarray, block: np.ndarray | No
         # "By Jane Doe, staff reporter", "Jane Doe | 17 July 2024": the name and little else
         if named and (len(rest.split()) <= BYLINE_REST_WORDS or text_date(rest)):
             drop.append(b)
-    if not drop:
-        return keep
-    lengths = page.text_lengths() if lengths is None else lengths
-    out = keep.copy()
-    out[np.isin(block, drop) & (lengths > 0)] = False
-    return out
+    return without_blocks(page, keep, block, drop, lengths)
 
 
 def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
@@ -368,10 +375,7 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
             repeated.append(b)
         else:
             seen.add(text)
-    if repeated:
-        lengths = page.text_lengths() if lengths is None else lengths
-        keep[np.isin(block, repeated) & (lengths > 0)] = False
-    return keep
+    return without_blocks(page, keep, block, repeated, lengths)
 
 
 def without_embed_notices(page: PageStructure, keep: np.ndarray,
@@ -392,12 +396,7 @@ def without_embed_notices(page: PageStructure, keep: np.ndarray,
         low = text.lower()
         if _EXTERNAL_CONTENT.search(low) and _NOTICE_ASK.search(low):
             notices.append(b)
-    if not notices:
-        return keep
-    lengths = page.text_lengths() if lengths is None else lengths
-    keep = keep.copy()
-    keep[np.isin(block, notices) & (lengths > 0)] = False
-    return keep
+    return without_blocks(page, keep, block, notices, lengths)
 
 
 def largest_content_group(page: PageStructure, keep: np.ndarray,
