@@ -7,7 +7,7 @@ score, so a kept sentence never loses its link text and a dropped teaser never l
 link behind. A code block (``<pre>``) goes by its most confident token instead: highlighters
 wrap every token in its own ``<span>`` (``block_means``).
 
-Three page-level decisions follow, each measured across sites (README, "Decisions"):
+The page-level decisions follow, each measured across sites (README, "Decisions"):
 
 - ``page_threshold``: the cut-off adapts to the page. Scores of one page split into two
   groups (Otsu's criterion over its text-owning nodes, weighted by the log of their text
@@ -93,8 +93,9 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), embeds' consent notices dropped (``notices``), the headline left to the
     title (``headline``) and the byline and date to their fields (``byline``), and optionally
-    refined to the largest content group (``refine``). ``cut_weight``: how ``page_threshold`` weighs the page's scores
-    (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
+    refined to the largest content group (``refine``). ``cut_weight``: how
+    ``page_threshold`` weighs the page's scores (``CUT_WEIGHTS``; block-chars judges blocks
+    whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
