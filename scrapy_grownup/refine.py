@@ -361,7 +361,7 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
                          lengths: np.ndarray | None = None) -> np.ndarray:
     """``keep`` with every kept block whose text (``min_words`` words or more) repeats an
     earlier kept block's dropped; the first one stays."""
-    keep = np.asarray(keep, dtype=bool).copy()
+    keep = np.asarray(keep, dtype=bool)
     if not len(page.seg_text):
         return keep
     block = block_of(page) if block is None else block
