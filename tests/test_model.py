@@ -153,6 +153,24 @@ def test_padding_invariance(overrides):
             offset += n
 
 
+def test_node_context_reads_the_page_and_nothing_of_other_pages():
+    """``node_context``: a node's content logit reads ``[node, its own page's readout]``, and
+    batching with other pages does not move it."""
+    model = tiny_model(num_transformer_layers=0, readout="mean", node_context=True,
+                       node_head_hidden=8).eval()
+    k = model.config.hidden_size
+    assert model.node_head.net[0].in_features == 2 * k
+    pages = [tree_page(n, seed=40 + n) for n in (6, 30, 2)]
+    with torch.no_grad():
+        together = model(Batch.from_data_list(pages))
+        alone = model(Batch.from_data_list([pages[1]]))
+        torch.testing.assert_close(together.node_logits[6:36], alone.node_logits,
+                                   atol=1e-5, rtol=1e-4)
+        nodes, page = model.backbone(Batch.from_data_list([pages[1]]))
+        by_hand = model.node_head(torch.cat([nodes, page.expand(len(nodes), -1)], dim=1))
+        torch.testing.assert_close(alone.node_logits, by_hand)
+
+
 def test_attention_grouping_and_query_chunks_do_not_change_results():
     model = tiny_model().eval()
     batch = Batch.from_data_list([tree_page(n, seed=n) for n in (40, 3, 12, 7)])

@@ -44,6 +44,9 @@ class ModelConfig:
     use_lstm: bool = True
     shared_target_gate: bool = False  # True: one target-gate matrix for all edge types (ref. code)
     node_head_hidden: int = 0       # 0: Linear(K, 1); else Linear(K, h) -> ReLU -> Linear(h, 1)
+    # The content head also reads its page's readout (``[node, page]``, 2K wide): a forum's
+    # replies and a news story's comments look alike a few hops around them, not page-wide.
+    node_context: bool = False
     num_genres: int = 0             # > 0 adds a Li-ArcFace genre head on the page features
     arcface_scale: float = 5.0
     arcface_margin: float = 0.3

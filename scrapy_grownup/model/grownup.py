@@ -49,7 +49,7 @@ class GrownUpModel(nn.Module):
         self.config = config
         k = config.hidden_size
         self.backbone = GrownUpBackbone(config)
-        self.node_head = NodeHead(k, config.node_head_hidden, 1)
+        self.node_head = NodeHead(2 * k if config.node_context else k, config.node_head_hidden, 1)
         pooled = bool(config.num_genres) and config.genre_readout == "content_pooled"
         self.genre_readout = _pooled_readout(config) if pooled else None
         genre_dim = config.genre_hidden if pooled else k
@@ -77,7 +77,7 @@ class GrownUpModel(nn.Module):
         """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and
         ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
         nodes, pages = self.backbone(batch)
-        node_logits = self.node_head(nodes)
+        node_logits = self.content_logits(batch, nodes, pages)
         # the heads read where the content is, without moving the content decision
         content = torch.sigmoid(node_logits.detach().float())
         genre = genre_features = genre_inputs = None
@@ -98,6 +98,16 @@ class GrownUpModel(nn.Module):
         elif self.role_head is not None:
             roles = self.role_head(self.role_inputs(batch, nodes, content))
         return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features, genre_inputs)
+
+    def content_logits(self, batch: Any, nodes: Tensor, pages: Tensor) -> Tensor:
+        """``[N]`` content logits of the backbone's ``nodes`` (with ``node_context``, each
+        node beside its page's readout ``pages``)."""
+        if not self.config.node_context:
+            return self.node_head(nodes)
+        from .backbone import graph_inputs
+
+        vec, _, _ = graph_inputs(batch)
+        return self.node_head(torch.cat([nodes, pages.to(nodes.dtype)[vec]], dim=1))
 
     def role_inputs(self, batch: Any, nodes: Tensor, content: Tensor) -> Tensor:
         """What the role head's trainable part reads per node: the node features, or the

@@ -59,7 +59,7 @@ def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None
             if signals is not None:
                 batch.x_signals = torch.from_numpy(np.asarray(signals[chosen], np.float32))
             node_feats, page_feats = model.backbone(batch)
-            content = torch.sigmoid(model.node_head(node_feats).float())
+            content = torch.sigmoid(model.content_logits(batch, node_feats, page_feats).float())
             if with_genre:
                 inputs = model.genre_inputs(batch, node_feats, page_feats, content)
                 for j, k in enumerate(ids):
