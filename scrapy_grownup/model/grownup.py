@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ModelLoadError
-from .backbone import GrownUpBackbone
+from .backbone import GrownUpBackbone, graph_inputs
 from .config import ModelConfig
 from .heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
                     parent_rows)
@@ -104,8 +104,6 @@ class GrownUpModel(nn.Module):
         node beside its page's readout ``pages``)."""
         if not self.config.node_context:
             return self.node_head(nodes)
-        from .backbone import graph_inputs
-
         vec, _, _ = graph_inputs(batch)
         return self.node_head(torch.cat([nodes, pages.to(nodes.dtype)[vec]], dim=1))
 
@@ -129,8 +127,6 @@ class GrownUpModel(nn.Module):
         ``content``: the content head's probabilities."""
         if self.genre_readout is None:
             return pages
-        from .backbone import graph_inputs
-
         vec, _, num_pages = graph_inputs(batch)
         pooled = self.genre_readout.pool(
             nodes, content,
