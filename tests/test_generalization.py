@@ -785,6 +785,28 @@ def test_page_type_weights_lift_rare_page_types_and_average_one():
     assert joined.page_weights.tolist() == [0.5, 1.0, 4.0, 1.0, 1.0]
 
 
+def test_text_weights_follow_each_nodes_own_characters():
+    """``--text-weight log-chars``: a node's content-loss weight ~ log(1 + its characters),
+    averaging 1 over the batch's labelled nodes, in ``collate``'s node order; the nodes that
+    own no text (label -1) are outside the loss whatever their weight."""
+    from scrapy_grownup.training.loop import text_weights
+
+    class Store:  # the arrays text_weights reads of a GraphStore
+        page_ptr = np.array([0, 3, 5])
+        arrays = {"text_len": np.array([0, 400, 5, 0, 60]),
+                  "labels": np.array([-1, 1, 0, -1, 0], dtype=np.int8)}
+
+    assert text_weights(Store(), [1, 0], "none") is None
+    weights = text_weights(Store(), [1, 0], "log-chars").numpy()
+    raw = np.log1p([0, 60, 0, 400, 5])
+    expected = raw / raw[[1, 3, 4]].mean()
+    np.testing.assert_allclose(weights, expected, rtol=1e-6)
+    assert weights[[1, 3, 4]].mean() == pytest.approx(1.0, abs=1e-6)
+    assert weights[3] > weights[1] > weights[4]  # the paragraph, the caption, "Share"
+    with pytest.raises(ValueError, match="unknown text weight 'chars'"):
+        text_weights(Store(), [0], "chars")
+
+
 def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeypatch, capsys):
     """``grownup evaluate --type-balance``: the same pages and seed, rare page types weigh
     more, so the weights differ; training without the pages' types is refused."""
@@ -814,6 +836,13 @@ def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeyp
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a) > 1e-3
     with pytest.raises(ValueError, match="page types"):
         crosssite.train_plan_model(store, keys, plan, encoder, balanced, tmp_path / "x")
+    by_text = {**cfg, "text_weight": "log-chars"}
+    crosssite.train_plan_model(store, keys, plan, encoder, by_text, tmp_path / "text")
+    c = load_file(str(tmp_path / "text" / "model.safetensors"))
+    assert max(float(np.abs(a[n] - c[n]).max()) for n in a) > 1e-3
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--protocol", "site-cv", "--text-weight", "chars"])
+    assert "invalid choice: 'chars'" in capsys.readouterr().err
     assert main(["evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
     assert "--type-balance -1" in capsys.readouterr().err
     assert main(["evaluate", "--protocol", "site-cv", "--workers", "0"]) == 2

@@ -61,6 +61,11 @@ class TrainConfig:
     # (0: every page weighs the same): products, listings and collections are a few percent of
     # the training pages and what the content head gets most wrong on unseen sites.
     type_balance: float = 0.0
+    # Content-loss weight of a node by its own text (TEXT_WEIGHTS): "none", every text-owning
+    # node the same (the recipe); "log-chars", ~ log(1 + its characters), averaging 1 over each
+    # batch's labelled nodes, as the benchmark's bag of words and the decisions' block means
+    # weigh a long paragraph above a "Share" button.
+    text_weight: str = "none"
     # After training: refit the genre / role heads on the best model's frozen features
     # (kept only where the dev score does not drop); 0 turns it off.
     refit_steps: int = 500
@@ -110,6 +115,26 @@ class AuxLabels:
         roles = np.concatenate([self.roles[ptr[i]:ptr[i + 1]] for i in indices])
         return (torch.from_numpy(self.genres[list(indices)].astype(np.int64)),
                 torch.from_numpy(roles.astype(np.int64)))
+
+
+TEXT_WEIGHTS = ("none", "log-chars")
+
+
+def text_weights(store: GraphStore, indices, mode: str):
+    """The content loss's weight of every node of ``store.collate(indices)`` by its own text
+    (``TrainConfig.text_weight``), averaging 1 over the labelled nodes; None for "none"."""
+    import torch
+
+    if mode == "none":
+        return None
+    if mode != "log-chars":
+        raise ValueError(f"unknown text weight {mode!r}: one of {', '.join(TEXT_WEIGHTS)}")
+    ptr = store.page_ptr
+    lengths = np.concatenate([store.arrays["text_len"][ptr[i]:ptr[i + 1]] for i in indices])
+    labelled = np.concatenate([store.arrays["labels"][ptr[i]:ptr[i + 1]] for i in indices]) >= 0
+    weights = np.log1p(lengths.astype(np.float64))
+    mean = weights[labelled].mean() if labelled.any() else 1.0
+    return torch.from_numpy((weights / (mean if mean > 0 else 1.0)).astype(np.float32))
 
 
 def class_weights(labels: np.ndarray, num_classes: int, power: float) -> np.ndarray | None:
@@ -211,6 +236,9 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
             drop_attributes(batch, cfg.attribute_dropout, generator)
         genre_y, role_y = aux.targets(store, chosen)
         node_weight = aux.node_weights(store, chosen)
+        by_text = text_weights(store, chosen, cfg.text_weight)
+        if by_text is not None:
+            node_weight = by_text if node_weight is None else node_weight * by_text
         if cfg.device != "cpu":
             batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
                                       role_y.to(cfg.device))
