@@ -791,10 +791,13 @@ def test_text_weights_follow_each_nodes_own_characters():
     own no text (label -1) are outside the loss whatever their weight."""
     from scrapy_grownup.training.loop import text_weights
 
-    class Store:  # the arrays text_weights reads of a GraphStore
+    class Store:  # what text_weights reads of a GraphStore
         page_ptr = np.array([0, 3, 5])
         arrays = {"text_len": np.array([0, 400, 5, 0, 60]),
                   "labels": np.array([-1, 1, 0, -1, 0], dtype=np.int8)}
+
+        def num_nodes(self, i):
+            return int(self.page_ptr[i + 1] - self.page_ptr[i])
 
     assert text_weights(Store(), [1, 0], "none") is None
     weights = text_weights(Store(), [1, 0], "log-chars").numpy()
@@ -803,6 +806,11 @@ def test_text_weights_follow_each_nodes_own_characters():
     np.testing.assert_allclose(weights, expected, rtol=1e-6)
     assert weights[[1, 3, 4]].mean() == pytest.approx(1.0, abs=1e-6)
     assert weights[3] > weights[1] > weights[4]  # the paragraph, the caption, "Share"
+    # page-log-chars: page 1's one labelled node weighs what page 0's two weigh together
+    per_page = text_weights(Store(), [1, 0], "page-log-chars").numpy()
+    assert per_page[1] == pytest.approx(per_page[3] + per_page[4], rel=1e-6)
+    assert per_page[[1, 3, 4]].mean() == pytest.approx(1.0, abs=1e-6)
+    assert per_page[3] / per_page[4] == pytest.approx(raw[3] / raw[4], rel=1e-6)
     with pytest.raises(ValueError, match="unknown text weight 'chars'"):
         text_weights(Store(), [0], "chars")
 

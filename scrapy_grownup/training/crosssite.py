@@ -739,8 +739,9 @@ def add_arguments(p) -> None:
                         "1 (default: 0, every page the same)")
     p.add_argument("--text-weight", choices=TEXT_WEIGHTS, default="none",
                    help="site-cv / leave-out: weigh each node's content loss by its own text: "
-                        "none (every text-owning node the same: the recipe) or log-chars "
-                        "(~ log(1 + characters), averaging 1 per batch)")
+                        "none (every text-owning node the same: the recipe), log-chars "
+                        "(~ log(1 + characters)) or page-log-chars (the same, every page "
+                        "summing to the same total); averaging 1 per batch")
     p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
                    help="site-cv / leave-out: share of training pages whose class and id "
                         "vectors are zeroed per batch (default: 0, the recipe)")
