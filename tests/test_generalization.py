@@ -785,13 +785,14 @@ def test_page_type_weights_lift_rare_page_types_and_average_one():
     assert joined.page_weights.tolist() == [0.5, 1.0, 4.0, 1.0, 1.0]
 
 
-def test_text_weights_follow_each_nodes_own_characters():
-    """``--text-weight log-chars``: a node's content-loss weight ~ log(1 + its characters),
+def test_node_weights_follow_each_nodes_characters_and_page():
+    """``--node-weight``: a node's content-loss weight ~ log(1 + its characters)
+    (``log-chars``), or each page's nodes summing to the same total (``page``), or both,
     averaging 1 over the batch's labelled nodes, in ``collate``'s node order; the nodes that
     own no text (label -1) are outside the loss whatever their weight."""
-    from scrapy_grownup.training.loop import text_weights
+    from scrapy_grownup.training.loop import node_weights
 
-    class Store:  # what text_weights reads of a GraphStore
+    class Store:  # what node_weights reads of a GraphStore
         page_ptr = np.array([0, 3, 5])
         arrays = {"text_len": np.array([0, 400, 5, 0, 60]),
                   "labels": np.array([-1, 1, 0, -1, 0], dtype=np.int8)}
@@ -799,20 +800,23 @@ def test_text_weights_follow_each_nodes_own_characters():
         def num_nodes(self, i):
             return int(self.page_ptr[i + 1] - self.page_ptr[i])
 
-    assert text_weights(Store(), [1, 0], "none") is None
-    weights = text_weights(Store(), [1, 0], "log-chars").numpy()
+    labelled = [1, 3, 4]  # batch [page 1, page 0]: nodes 3, 4 and 0, 1, 2 of the store
+    assert node_weights(Store(), [1, 0], "none") is None
+    weights = node_weights(Store(), [1, 0], "log-chars").numpy()
     raw = np.log1p([0, 60, 0, 400, 5])
-    expected = raw / raw[[1, 3, 4]].mean()
-    np.testing.assert_allclose(weights, expected, rtol=1e-6)
-    assert weights[[1, 3, 4]].mean() == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(weights, raw / raw[labelled].mean(), rtol=1e-6)
     assert weights[3] > weights[1] > weights[4]  # the paragraph, the caption, "Share"
-    # page-log-chars: page 1's one labelled node weighs what page 0's two weigh together
-    per_page = text_weights(Store(), [1, 0], "page-log-chars").numpy()
-    assert per_page[1] == pytest.approx(per_page[3] + per_page[4], rel=1e-6)
-    assert per_page[[1, 3, 4]].mean() == pytest.approx(1.0, abs=1e-6)
-    assert per_page[3] / per_page[4] == pytest.approx(raw[3] / raw[4], rel=1e-6)
-    with pytest.raises(ValueError, match="unknown text weight 'chars'"):
-        text_weights(Store(), [0], "chars")
+    # page: page 1's one labelled node weighs what page 0's two weigh together
+    per_page = node_weights(Store(), [1, 0], "page").numpy()
+    np.testing.assert_allclose(per_page[labelled], [1.5, 0.75, 0.75], rtol=1e-6)
+    both = node_weights(Store(), [1, 0], "page-log-chars").numpy()
+    assert both[1] == pytest.approx(both[3] + both[4], rel=1e-6)
+    assert both[3] / both[4] == pytest.approx(raw[3] / raw[4], rel=1e-6)
+    for mode in ("log-chars", "page", "page-log-chars"):
+        assert node_weights(Store(), [1, 0], mode).numpy()[labelled].mean() == \
+            pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown node weight 'chars'"):
+        node_weights(Store(), [0], "chars")
 
 
 def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeypatch, capsys):
@@ -844,12 +848,12 @@ def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeyp
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a) > 1e-3
     with pytest.raises(ValueError, match="page types"):
         crosssite.train_plan_model(store, keys, plan, encoder, balanced, tmp_path / "x")
-    by_text = {**cfg, "text_weight": "log-chars"}
-    crosssite.train_plan_model(store, keys, plan, encoder, by_text, tmp_path / "text")
-    c = load_file(str(tmp_path / "text" / "model.safetensors"))
+    by_node = {**cfg, "node_weight": "page"}
+    crosssite.train_plan_model(store, keys, plan, encoder, by_node, tmp_path / "page")
+    c = load_file(str(tmp_path / "page" / "model.safetensors"))
     assert max(float(np.abs(a[n] - c[n]).max()) for n in a) > 1e-3
     with pytest.raises(SystemExit):
-        main(["evaluate", "--protocol", "site-cv", "--text-weight", "chars"])
+        main(["evaluate", "--protocol", "site-cv", "--node-weight", "chars"])
     assert "invalid choice: 'chars'" in capsys.readouterr().err
     assert main(["evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
     assert "--type-balance -1" in capsys.readouterr().err

@@ -35,7 +35,7 @@ from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..splits import site_folds, site_groups
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
-from .loop import TEXT_WEIGHTS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
+from .loop import NODE_WEIGHTS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
 
 logger = logging.getLogger(__name__)
 
@@ -737,11 +737,11 @@ def add_arguments(p) -> None:
                    help="site-cv / leave-out: weigh each training page's content loss by "
                         "(share of the training pages of its page type) ** -POWER, averaging "
                         "1 (default: 0, every page the same)")
-    p.add_argument("--text-weight", choices=TEXT_WEIGHTS, default="none",
-                   help="site-cv / leave-out: weigh each node's content loss by its own text: "
-                        "none (every text-owning node the same: the recipe), log-chars "
-                        "(~ log(1 + characters)) or page-log-chars (the same, every page "
-                        "summing to the same total); averaging 1 per batch")
+    p.add_argument("--node-weight", choices=NODE_WEIGHTS, default="none",
+                   help="site-cv / leave-out: how the content loss weighs a page's text-owning "
+                        "nodes: none (each the same: the recipe), log-chars (~ log(1 + its "
+                        "characters)), page (every page's nodes summing to the same total) or "
+                        "page-log-chars (both); averaging 1 per batch")
     p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
                    help="site-cv / leave-out: share of training pages whose class and id "
                         "vectors are zeroed per batch (default: 0, the recipe)")
@@ -832,8 +832,8 @@ def run(args) -> int:
             cfg["attribute_dropout"] = args.attribute_dropout
         if args.type_balance:
             cfg["type_balance"] = args.type_balance
-        if args.text_weight != "none":
-            cfg["text_weight"] = args.text_weight
+        if args.node_weight != "none":
+            cfg["node_weight"] = args.node_weight
         if args.average_last:
             cfg["average_last"] = args.average_last
         if args.init:

@@ -61,13 +61,13 @@ class TrainConfig:
     # (0: every page weighs the same): products, listings and collections are a few percent of
     # the training pages and what the content head gets most wrong on unseen sites.
     type_balance: float = 0.0
-    # Content-loss weight of a node by its own text (TEXT_WEIGHTS): "none", every text-owning
-    # node the same (the recipe); "log-chars", ~ log(1 + its characters), as the benchmark's
-    # bag of words and the decisions' block means weigh a long paragraph above a "Share"
-    # button; "page-log-chars", the same with every page's nodes summing to the same total, as
-    # the benchmark averages per-page F1 (a forum of 900 posts no longer outweighs an article
-    # of 30 paragraphs). Each averages 1 over a batch's labelled nodes.
-    text_weight: str = "none"
+    # How the content loss weighs a page's text-owning nodes (NODE_WEIGHTS): "none", every
+    # node the same (the recipe, so a page of 900 nodes weighs 30 times one of 30);
+    # "log-chars", each ~ log(1 + its characters), as the benchmark's bag of words and the
+    # decisions' block means weigh a long paragraph above a "Share" button; "page", every
+    # page's nodes summing to the same total, as the benchmark averages per-page F1;
+    # "page-log-chars", both. Each averages 1 over a batch's labelled nodes.
+    node_weight: str = "none"
     # After training: refit the genre / role heads on the best model's frozen features
     # (kept only where the dev score does not drop); 0 turns it off.
     refit_steps: int = 500
@@ -119,23 +119,24 @@ class AuxLabels:
                 torch.from_numpy(roles.astype(np.int64)))
 
 
-TEXT_WEIGHTS = ("none", "log-chars", "page-log-chars")
+NODE_WEIGHTS = ("none", "log-chars", "page", "page-log-chars")
 
 
-def text_weights(store: GraphStore, indices, mode: str):
-    """The content loss's weight of every node of ``store.collate(indices)`` by its own text
-    (``TrainConfig.text_weight``), averaging 1 over the labelled nodes; None for "none"."""
+def node_weights(store: GraphStore, indices, mode: str):
+    """The content loss's weight of every node of ``store.collate(indices)``
+    (``TrainConfig.node_weight``), averaging 1 over the labelled nodes; None for "none"."""
     import torch
 
     if mode == "none":
         return None
-    if mode not in TEXT_WEIGHTS:
-        raise ValueError(f"unknown text weight {mode!r}: one of {', '.join(TEXT_WEIGHTS)}")
+    if mode not in NODE_WEIGHTS:
+        raise ValueError(f"unknown node weight {mode!r}: one of {', '.join(NODE_WEIGHTS)}")
     ptr = store.page_ptr
     lengths = np.concatenate([store.arrays["text_len"][ptr[i]:ptr[i + 1]] for i in indices])
     labelled = np.concatenate([store.arrays["labels"][ptr[i]:ptr[i + 1]] for i in indices]) >= 0
-    weights = np.log1p(lengths.astype(np.float64))
-    if mode == "page-log-chars":
+    weights = np.log1p(lengths.astype(np.float64)) if mode.endswith("log-chars") \
+        else np.ones(len(lengths))
+    if mode.startswith("page"):
         page = np.repeat(np.arange(len(indices)), [store.num_nodes(i) for i in indices])
         totals = np.bincount(page, weights=np.where(labelled, weights, 0.0),
                              minlength=len(indices))
@@ -243,9 +244,9 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
             drop_attributes(batch, cfg.attribute_dropout, generator)
         genre_y, role_y = aux.targets(store, chosen)
         node_weight = aux.node_weights(store, chosen)
-        by_text = text_weights(store, chosen, cfg.text_weight)
-        if by_text is not None:
-            node_weight = by_text if node_weight is None else node_weight * by_text
+        by_node = node_weights(store, chosen, cfg.node_weight)
+        if by_node is not None:
+            node_weight = by_node if node_weight is None else node_weight * by_node
         if cfg.device != "cpu":
             batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
                                       role_y.to(cfg.device))
