@@ -1029,8 +1029,8 @@ def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_pa
         runs[run] = tmp_path / run
     fitted, measured = [], []
     monkeypatch.setattr(R, "load_records", lambda names: [])
-    monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k: [FoldPlan("fold0", [], set()),
-                                                               FoldPlan("fold1", [], set())])
+    monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k, only: [
+        FoldPlan("fold0", [], set()), FoldPlan("fold1", [], set())])
     monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
         f"{Path(model_dir).parts[-3]}/{plan.name}"])
     monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
@@ -1044,3 +1044,45 @@ def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_pa
                                       str(runs["seed1"]), "--cache", str(tmp_path / "c")]))
     assert fitted == [["seed0/fold1", "seed1/fold1"], ["seed0/fold0", "seed1/fold0"]]
     assert measured == [(["seed0/fold0"], "trees1"), (["seed0/fold1"], "trees2")]
+
+
+def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeypatch, capsys):
+    """``--only-folds 0,2``: the folds ``grownup evaluate --only-folds`` trained, each rescored
+    by trees fitted on the other named folds' pages; the folds not named need no model. A
+    fold list that is not one is a one-line error before any page is loaded."""
+    import argparse
+    from pathlib import Path
+
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.training import rescorer as R
+    from scrapy_grownup.training.crosssite import FoldPlan, fold_list
+
+    assert fold_list(None, 5) is None and fold_list("2,0,2", 5) == [0, 2]
+    for fold in ("fold0", "fold2"):  # fold1 was never trained
+        (tmp_path / fold / "model").mkdir(parents=True)
+        (tmp_path / fold / "model" / "config.json").write_text("{}")
+    fitted, measured = [], []
+    monkeypatch.setattr(R, "load_records", lambda names: [])
+    monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k, only: [
+        FoldPlan(f"fold{f}", [], set()) for f in range(k) if only is None or f in only])
+    monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
+        f"{Path(model_dir).parts[-2]}"])
+    monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
+                        or f"trees{len(fitted)}")
+    monkeypatch.setattr(R, "measure", lambda pages, trees, args: measured.append(
+        (pages, trees)) or [])
+    monkeypatch.setattr(R, "summary", lambda scores: {})
+    parser = argparse.ArgumentParser()
+    R.add_arguments(parser)
+    result = R.run_rescorer(parser.parse_args(["--cv-dir", str(tmp_path), "--only-folds", "0,2",
+                                               "--cache", str(tmp_path / "c")]))
+    assert fitted == [["fold2"], ["fold0"]]
+    assert measured == [(["fold0"], "trees1"), (["fold2"], "trees2")]
+    assert result["settings"]["only_folds"] == "0,2"
+    for folds, message in (("1", "--only-folds 1: at least two folds"),
+                           ("0,7", "--only-folds 0,7: fold numbers from 0 to 4"),
+                           ("0,b", "--only-folds 0,b: comma-separated fold numbers, as 0,2")):
+        assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--only-folds", folds]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"grownup fit-rescorer: error: {message}")
+    assert main(["evaluate", "--protocol", "site-cv", "--only-folds", "5"]) == 2
+    assert "--only-folds 5: fold numbers from 0 to 4" in capsys.readouterr().err

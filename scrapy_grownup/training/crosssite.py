@@ -403,6 +403,20 @@ def site_cv_plan(eval_records, extra_records, folds: int, only: Sequence[int] | 
     return plans
 
 
+def fold_list(text: str | None, folds: int) -> list[int] | None:
+    """``--only-folds`` ("0,2") as fold numbers, None for every fold; a number that is no
+    fold of ``folds`` is a one-line error."""
+    if not text:
+        return None
+    try:
+        only = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise GrownupError(f"--only-folds {text}: comma-separated fold numbers, as 0,2") from None
+    if not only or not all(0 <= k < folds for k in only):
+        raise GrownupError(f"--only-folds {text}: fold numbers from 0 to {folds - 1}")
+    return only
+
+
 def leave_out_plan(eval_records, extra_records, held: Sequence[str]) -> FoldPlan:
     """Test on the datasets ``held``; train on everything else minus their sites."""
     everything = list(eval_records) + list(extra_records)
@@ -812,11 +826,11 @@ def run(args) -> int:
         train_names = [n for n in args.train_datasets.split(",") if n and n not in eval_names]
         # checked before any page is loaded: a typo must not cost a training run
         held = held_out_datasets(args.hold, eval_names) if args.protocol == "leave-out" else ()
+        only = fold_list(args.only_folds, args.folds) if args.protocol == "site-cv" else None
         eval_records = load_records(eval_names, limit=args.limit)
         extra = load_records(train_names, limit=args.limit)
         everything = eval_records + extra
         if args.protocol == "site-cv":
-            only = [int(k) for k in args.only_folds.split(",")] if args.only_folds else None
             plans = site_cv_plan(eval_records, extra, args.folds, only)
         else:
             plans = [leave_out_plan(eval_records, extra, held)]

@@ -36,7 +36,7 @@ from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRe
 from ..errors import GrownupError
 from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of
 from .command import add_run_arguments, report, standalone
-from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
+from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, fold_list, format_summary,
                         leave_out_plan, load_records, record_key, score_page, site_cv_plan,
                         summary, write_scores)
 
@@ -76,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hold", action="append", default=None, choices=sorted(LEAVE_OUT),
                    help="also measure on a held-out dataset (repeatable)")
     p.add_argument("--folds", type=int, default=5, help="site-cv folds (default: 5)")
+    p.add_argument("--only-folds", default=None, metavar="0,1",
+                   help="use only these site-cv folds (those grownup evaluate --only-folds "
+                        "trained): each is rescored by trees fitted on the others' pages")
     p.add_argument("--train-datasets", default="dragnet,cleaneval",
                    help="the extra training sets of the folds' plan (default: dragnet,cleaneval)")
     p.add_argument("--threshold", type=float, default=0.4,
@@ -288,11 +291,15 @@ def run_rescorer(args) -> dict:
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
         scores_path.write_text("")
+    only = fold_list(args.only_folds, args.folds)
+    if only is not None and len(only) < 2 and not args.skip_cv:
+        raise GrownupError(f"--only-folds {args.only_folds}: at least two folds, each "
+                           "rescored by trees fitted on the others")
     cache = Path(args.cache)
     extra = [n for n in args.train_datasets.split(",") if n]
     eval_records = load_records(list(EVAL_DATASETS))
     extra_records = load_records(extra) if extra else []
-    plans = site_cv_plan(eval_records, extra_records, args.folds)
+    plans = site_cv_plan(eval_records, extra_records, args.folds, only)
     folds = fold_pages(cv_dir, plans, cache, args)
     # per plan, the pages of every training the trees learn from (--cv-dir's first)
     learn = {plan.name: [folds[plan.name]] for plan in plans}
@@ -336,7 +343,7 @@ def run_rescorer(args) -> dict:
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
-        "folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
+        "folds", "only_folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
         "trees", "depth", "leaves", "learning_rate", "min_leaf", "without", "also_cv_dir")}
     return result
 
