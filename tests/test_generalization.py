@@ -1011,28 +1011,23 @@ def test_the_article_mask_completes_a_data_table_the_decisions_kept_most_of():
                                   content_mask(page, alone, 0.5, adaptive=False))
 
 
-def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_path, monkeypatch):
-    """``--also-cv-dir``: the trees of each fold learn from every training's scores of the
-    other folds' pages, and the saved trees from all of them; what is measured is always the
-    ``--cv-dir`` model's own scores of the fold's pages."""
+def _stubbed_rescorer_run(tmp_path, monkeypatch, argv):
+    """``rescorer.run_rescorer(argv)`` with the fold models under ``tmp_path`` stubbed: each
+    fold's "pages" are the fold model's directory (``seed0/fold1``), ``fit`` records the pages
+    it learns from and ``measure`` the pages and trees it scores. Returns ``(result, fitted,
+    measured)``."""
     import argparse
     from pathlib import Path
 
     from scrapy_grownup.training import rescorer as R
     from scrapy_grownup.training.crosssite import FoldPlan
 
-    runs = {}
-    for run in ("seed0", "seed1"):
-        for fold in ("fold0", "fold1"):
-            (tmp_path / run / fold / "model").mkdir(parents=True)
-            (tmp_path / run / fold / "model" / "config.json").write_text("{}")
-        runs[run] = tmp_path / run
     fitted, measured = [], []
     monkeypatch.setattr(R, "load_records", lambda names: [])
     monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k, only: [
-        FoldPlan("fold0", [], set()), FoldPlan("fold1", [], set())])
+        FoldPlan(f"fold{f}", [], set()) for f in range(k) if only is None or f in only])
     monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
-        f"{Path(model_dir).parts[-3]}/{plan.name}"])
+        Path(model_dir).parent.relative_to(tmp_path).as_posix()])
     monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
                         or f"trees{len(fitted)}")
     monkeypatch.setattr(R, "measure", lambda pages, trees, args: measured.append(
@@ -1040,8 +1035,21 @@ def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_pa
     monkeypatch.setattr(R, "summary", lambda scores: {})
     parser = argparse.ArgumentParser()
     R.add_arguments(parser)
-    R.run_rescorer(parser.parse_args(["--cv-dir", str(runs["seed0"]), "--also-cv-dir",
-                                      str(runs["seed1"]), "--cache", str(tmp_path / "c")]))
+    result = R.run_rescorer(parser.parse_args([*argv, "--cache", str(tmp_path / "c")]))
+    return result, fitted, measured
+
+
+def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_path, monkeypatch):
+    """``--also-cv-dir``: the trees of each fold learn from every training's scores of the
+    other folds' pages, and the saved trees from all of them; what is measured is always the
+    ``--cv-dir`` model's own scores of the fold's pages."""
+    for run in ("seed0", "seed1"):
+        for fold in ("fold0", "fold1"):
+            (tmp_path / run / fold / "model").mkdir(parents=True)
+            (tmp_path / run / fold / "model" / "config.json").write_text("{}")
+    _, fitted, measured = _stubbed_rescorer_run(
+        tmp_path, monkeypatch, ["--cv-dir", str(tmp_path / "seed0"), "--also-cv-dir",
+                                str(tmp_path / "seed1"), "--folds", "2"])
     assert fitted == [["seed0/fold1", "seed1/fold1"], ["seed0/fold0", "seed1/fold0"]]
     assert measured == [(["seed0/fold0"], "trees1"), (["seed0/fold1"], "trees2")]
 
@@ -1050,32 +1058,15 @@ def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeyp
     """``--only-folds 0,2``: the folds ``grownup evaluate --only-folds`` trained, each rescored
     by trees fitted on the other named folds' pages; the folds not named need no model. A
     fold list that is not one is a one-line error before any page is loaded."""
-    import argparse
-    from pathlib import Path
-
     from scrapy_grownup.cli import main
-    from scrapy_grownup.training import rescorer as R
-    from scrapy_grownup.training.crosssite import FoldPlan, fold_list
+    from scrapy_grownup.training.crosssite import fold_list
 
     assert fold_list(None, 5) is None and fold_list("2,0,2", 5) == [0, 2]
     for fold in ("fold0", "fold2"):  # fold1 was never trained
         (tmp_path / fold / "model").mkdir(parents=True)
         (tmp_path / fold / "model" / "config.json").write_text("{}")
-    fitted, measured = [], []
-    monkeypatch.setattr(R, "load_records", lambda names: [])
-    monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k, only: [
-        FoldPlan(f"fold{f}", [], set()) for f in range(k) if only is None or f in only])
-    monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
-        f"{Path(model_dir).parts[-2]}"])
-    monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
-                        or f"trees{len(fitted)}")
-    monkeypatch.setattr(R, "measure", lambda pages, trees, args: measured.append(
-        (pages, trees)) or [])
-    monkeypatch.setattr(R, "summary", lambda scores: {})
-    parser = argparse.ArgumentParser()
-    R.add_arguments(parser)
-    result = R.run_rescorer(parser.parse_args(["--cv-dir", str(tmp_path), "--only-folds", "0,2",
-                                               "--cache", str(tmp_path / "c")]))
+    result, fitted, measured = _stubbed_rescorer_run(
+        tmp_path, monkeypatch, ["--cv-dir", str(tmp_path), "--only-folds", "0,2"])
     assert fitted == [["fold2"], ["fold0"]]
     assert measured == [(["fold0"], "trees1"), (["fold2"], "trees2")]
     assert result["settings"]["only_folds"] == "0,2"
