@@ -282,6 +282,10 @@ def fold_pages(cv_dir: Path, plans, cache: Path, args) -> dict:
 def run_rescorer(args) -> dict:
     if args.skip_cv and not args.hold:
         raise GrownupError("--skip-cv needs --hold")
+    only = fold_list(args.only_folds, args.folds)
+    if only is not None and len(only) < 2 and not args.skip_cv:
+        raise GrownupError(f"--only-folds {args.only_folds}: at least two folds, each "
+                           "rescored by trees fitted on the others")
     cv_dir = Path(args.cv_dir)
     for option, path in [("--cv-dir", cv_dir)] + [("--also-cv-dir", Path(d))
                                                   for d in args.also_cv_dir]:
@@ -291,10 +295,6 @@ def run_rescorer(args) -> dict:
     if scores_path is not None:
         scores_path.parent.mkdir(parents=True, exist_ok=True)
         scores_path.write_text("")
-    only = fold_list(args.only_folds, args.folds)
-    if only is not None and len(only) < 2 and not args.skip_cv:
-        raise GrownupError(f"--only-folds {args.only_folds}: at least two folds, each "
-                           "rescored by trees fitted on the others")
     cache = Path(args.cache)
     extra = [n for n in args.train_datasets.split(",") if n]
     eval_records = load_records(list(EVAL_DATASETS))
@@ -343,8 +343,9 @@ def run_rescorer(args) -> dict:
         result["saved"] = {"path": str(out / RESCORER_FILE), "trees": rescorer.num_trees,
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
-        "folds", "only_folds", "threshold", "cut", "band", "cut_weight", "container", "floor", "block_weight",
-        "trees", "depth", "leaves", "learning_rate", "min_leaf", "without", "also_cv_dir")}
+        "folds", "only_folds", "threshold", "cut", "band", "cut_weight", "container", "floor",
+        "block_weight", "trees", "depth", "leaves", "learning_rate", "min_leaf", "without",
+        "also_cv_dir")}
     return result
 
 
