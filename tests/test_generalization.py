@@ -1099,10 +1099,10 @@ def test_a_training_process_ends_when_grownup_evaluate_is_killed(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", """
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from scrapy_grownup.training.crosssite import exit_with_parent
+from scrapy_grownup.workers import exit_with_parent
 if __name__ == "__main__":
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=exit_with_parent, initargs=(os.getpid(), 0.1))
+                               initializer=exit_with_parent, initargs=(0.1,))
     print(pool.submit(os.getpid).result(), flush=True)
     pool.submit(time.sleep, 120)
     time.sleep(120)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..splits import site_folds, site_groups
+from ..workers import exit_with_parent
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import NODE_WEIGHTS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
 
@@ -613,19 +613,6 @@ def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
     return name
 
 
-def exit_with_parent(parent: int, every: float = 1.0) -> None:
-    """A pool process's initializer: the process ends once ``parent`` (the pid that started
-    it) is gone, so a killed ``grownup evaluate --jobs`` leaves no training running on."""
-    import threading
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(every)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
 def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
                       cfg_kwargs: dict, out: Path, jobs: int, min_coverage: float = 0.75,
                       workers: int = 2) -> list[str]:
@@ -652,7 +639,7 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
     # spawn: the processes must not inherit a CUDA context or the encoder's threads
     with ProcessPoolExecutor(max_workers=max(1, jobs),
                              mp_context=multiprocessing.get_context("spawn"),
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+                             initializer=exit_with_parent) as pool:
         page_types = page_types_of(everything)
         futures = [pool.submit(_train_plan_job, store_paths, keys, p.name, p.train_keys,
                                identity, cfg_kwargs, str(out / p.name / "model"), page_types)
