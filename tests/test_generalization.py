@@ -1059,7 +1059,7 @@ def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeyp
     by trees fitted on the other named folds' pages; the folds not named need no model. A
     fold list that is not one is a one-line error before any page is loaded."""
     from scrapy_grownup.cli import main
-    from scrapy_grownup.training.crosssite import fold_list
+    from scrapy_grownup.training.command import fold_list
 
     assert fold_list(None, 5) is None and fold_list("2,0,2", 5) == [0, 2]
     for fold in ("fold0", "fold2"):  # fold1 was never trained
@@ -1077,52 +1077,5 @@ def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeyp
         assert capsys.readouterr().err.strip().startswith(f"grownup fit-rescorer: error: {message}")
     assert main(["evaluate", "--protocol", "site-cv", "--only-folds", "5"]) == 2
     assert "--only-folds 5: fold numbers from 0 to 4" in capsys.readouterr().err
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-
-
-def test_a_training_process_ends_when_grownup_evaluate_is_killed(tmp_path):
-    """``evaluate --jobs``'s pool processes watch the process that started them: killed (as
-    ``kill`` or a scheduler ends a run), it leaves no training running on."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    parent = subprocess.Popen([sys.executable, "-c", """
-import multiprocessing, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
-from scrapy_grownup.workers import exit_with_parent
-if __name__ == "__main__":
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=exit_with_parent, initargs=(0.1,))
-    print(pool.submit(os.getpid).result(), flush=True)
-    pool.submit(time.sleep, 120)
-    time.sleep(120)
-"""], stdout=subprocess.PIPE, text=True)
-    try:
-        worker = int(parent.stdout.readline())
-        os.kill(worker, 0)  # alive while its parent is
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.kill(worker, 0)
-            except ProcessLookupError:
-                break
-            if _zombie(worker):  # ended; whoever adopted it has not reaped it yet
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(worker, signal.SIGKILL)
-            pytest.fail("the pool process outlived the process that started it")
-    finally:
-        parent.kill()
+    assert main(["genre-cv", "--only-folds", "10"]) == 2  # its 10 folds: 0 to 9
+    assert "--only-folds 10: fold numbers from 0 to 9" in capsys.readouterr().err

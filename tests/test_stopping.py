@@ -72,13 +72,14 @@ asyncio.run(main())
 """
 
 
-@linux_only
-def test_workers_and_the_resource_tracker_exit_when_the_parent_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], cwd=ROOT, env=child_env(),
+def kill_parent_and_wait(script: str) -> None:
+    """Run ``script`` in a new process group; once it prints the pids of its children (one
+    line), ``kill -9`` it and assert that the whole group is gone within 15 seconds."""
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=child_env(),
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        worker, tracker = map(int, parent.stdout.readline().split())
-        assert set(group_members(parent.pid)) >= {parent.pid, worker, tracker}
+        children = {int(pid) for pid in parent.stdout.readline().split()}
+        assert set(group_members(parent.pid)) >= {parent.pid, *children}
         parent.kill()
         parent.wait(10)
         assert wait_until(lambda: not group_members(parent.pid), 15), \
@@ -86,6 +87,30 @@ def test_workers_and_the_resource_tracker_exit_when_the_parent_is_killed():
     finally:
         for pid in group_members(parent.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@linux_only
+def test_workers_and_the_resource_tracker_exit_when_the_parent_is_killed():
+    kill_parent_and_wait(ORPHAN)
+
+
+TRAINING_ORPHAN = """
+import os, time
+from scrapy_grownup.training.crosssite import training_pool
+
+if __name__ == "__main__":
+    pool = training_pool(1)
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 600)
+    time.sleep(600)
+"""
+
+
+@linux_only
+def test_a_training_process_ends_when_grownup_evaluate_is_killed():
+    """``evaluate --jobs`` trains in ``training_pool``: a killed run (``kill``, a scheduler's
+    time limit) leaves no training running on."""
+    kill_parent_and_wait(TRAINING_ORPHAN)
 
 
 def start_crawl(tmp_path: Path, start_url: str) -> subprocess.Popen:

@@ -62,3 +62,17 @@ def add_model_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-overrides", default='{"num_layers": 4, '
                         '"num_transformer_layers": 0, "readout": "mean"}',
                         help="JSON of ModelConfig fields (default: the fast model's shape)")
+
+
+def fold_list(text: str | None, folds: int) -> list[int] | None:
+    """``--only-folds`` ("0,2") as fold numbers, None for every fold; a number that is no
+    fold of ``folds`` is a one-line error."""
+    if not text:
+        return None
+    try:
+        only = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise GrownupError(f"--only-folds {text}: comma-separated fold numbers, as 0,2") from None
+    if not only or not all(0 <= k < folds for k in only):
+        raise GrownupError(f"--only-folds {text}: fold numbers from 0 to {folds - 1}")
+    return only

@@ -35,6 +35,7 @@ from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..splits import site_folds, site_groups
 from ..workers import exit_with_parent
+from .command import fold_list
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import NODE_WEIGHTS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
 
@@ -404,20 +405,6 @@ def site_cv_plan(eval_records, extra_records, folds: int, only: Sequence[int] | 
     return plans
 
 
-def fold_list(text: str | None, folds: int) -> list[int] | None:
-    """``--only-folds`` ("0,2") as fold numbers, None for every fold; a number that is no
-    fold of ``folds`` is a one-line error."""
-    if not text:
-        return None
-    try:
-        only = sorted({int(k) for k in text.split(",") if k.strip()})
-    except ValueError:
-        raise GrownupError(f"--only-folds {text}: comma-separated fold numbers, as 0,2") from None
-    if not only or not all(0 <= k < folds for k in only):
-        raise GrownupError(f"--only-folds {text}: fold numbers from 0 to {folds - 1}")
-    return only
-
-
 def leave_out_plan(eval_records, extra_records, held: Sequence[str]) -> FoldPlan:
     """Test on the datasets ``held``; train on everything else minus their sites."""
     everything = list(eval_records) + list(extra_records)
@@ -613,6 +600,18 @@ def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
     return name
 
 
+def training_pool(jobs: int):
+    """The processes ``train_in_parallel`` trains in: spawned, so that they inherit no CUDA
+    context or encoder threads, and each ending when the run that started it is gone (a
+    killed ``grownup evaluate --jobs`` leaves no training running on)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=max(1, jobs),
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=exit_with_parent)
+
+
 def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
                       cfg_kwargs: dict, out: Path, jobs: int, min_coverage: float = 0.75,
                       workers: int = 2) -> list[str]:
@@ -622,9 +621,6 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
     ``training_store``'s cache, and each process loads them from there. One GPU trains several of these small models at once (an H100 trained
     the seven MiniLM plans of a site-cv + leave-out run in under three minutes together);
     returns the plans trained."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     todo = [p for p in plans if not (out / p.name / "model" / "config.json").is_file()]
     if not todo:
         return []
@@ -636,10 +632,7 @@ def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,
     store_paths = [str(path) for path, _ in parts]
     del parts
     identity = (encoder.name, encoder.dim, encoder.version)
-    # spawn: the processes must not inherit a CUDA context or the encoder's threads
-    with ProcessPoolExecutor(max_workers=max(1, jobs),
-                             mp_context=multiprocessing.get_context("spawn"),
-                             initializer=exit_with_parent) as pool:
+    with training_pool(jobs) as pool:
         page_types = page_types_of(everything)
         futures = [pool.submit(_train_plan_job, store_paths, keys, p.name, p.train_keys,
                                identity, cfg_kwargs, str(out / p.name / "model"), page_types)

@@ -36,7 +36,8 @@ from ..errors import GrownupError
 from ..extractor import resolve_model_dir
 from ..limits import PageLimits
 from ..store import GraphStore
-from .command import add_model_shape_arguments, add_run_arguments, report, standalone
+from .command import (add_model_shape_arguments, add_run_arguments, fold_list, report,
+                      standalone)
 from .corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
 from .evaluate import store_predictions
 from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
@@ -172,16 +173,13 @@ def cross_validate(args) -> dict:
     from ..encoders import get_encoder
     from ..model import GrownUpModel, ModelConfig
 
+    only = fold_list(args.only_folds, args.folds)  # before the corpus: a typo costs nothing
     encoder = get_encoder("static")
     store, info = genre_corpus(encoder, workers=args.workers)
     y = np.asarray(info["genres"], dtype=np.int64)
     hosts = info["hosts"]
     folds = stratified_group_folds(y, hosts, args.folds, args.seed)
-    if args.only_folds:
-        wanted = {int(f) for f in args.only_folds.split(",")}
-        folds_run = [(k, f) for k, f in enumerate(folds) if k in wanted]
-    else:
-        folds_run = list(enumerate(folds))
+    folds_run = [(k, f) for k, f in enumerate(folds) if only is None or k in only]
     overrides = json.loads(args.model_overrides) if args.model_overrides else {}
     init = None
     if args.init:

@@ -35,8 +35,8 @@ from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRe
                               block_features)
 from ..errors import GrownupError
 from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of
-from .command import add_run_arguments, report, standalone
-from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, fold_list, format_summary,
+from .command import add_run_arguments, fold_list, report, standalone
+from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
                         leave_out_plan, load_records, record_key, score_page, site_cv_plan,
                         summary, write_scores)
 
