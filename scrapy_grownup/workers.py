@@ -94,6 +94,16 @@ def exit_with_parent(interval: float = PARENT_CHECK_SECONDS) -> None:
     threading.Thread(target=watch, name="grownup-exit-with-parent", daemon=True).start()
 
 
+def parent_bound_pool(workers: int, start_method: str | None = None) -> ProcessPoolExecutor:
+    """A ``ProcessPoolExecutor`` of ``workers`` processes (``start_method``: the platform's
+    default, or "spawn" / "fork"), each ending when the process that opened it is gone: the
+    training commands' parsing and training pools, so that a killed ``grownup`` run leaves no
+    worker parsing or training on."""
+    context = multiprocessing.get_context(start_method) if start_method else None
+    return ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
+                               initializer=exit_with_parent)
+
+
 def limit_threads() -> None:
     """Worker set-up: background priority and one BLAS / OpenMP thread (the processes already
     share the cores)."""

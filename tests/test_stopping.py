@@ -113,6 +113,25 @@ def test_a_training_process_ends_when_grownup_evaluate_is_killed():
     kill_parent_and_wait(TRAINING_ORPHAN)
 
 
+PARSING_ORPHAN = """
+import os, time
+from scrapy_grownup.workers import parent_bound_pool
+
+if __name__ == "__main__":
+    pool = parent_bound_pool(1)  # the platform's default start method (fork on Linux)
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 600)
+    time.sleep(600)
+"""
+
+
+@linux_only
+def test_a_parsing_worker_of_a_training_command_ends_when_the_command_is_killed():
+    """The stores, page-type corpora and role labels are parsed in ``parent_bound_pool``'s
+    forked workers: a killed ``grownup`` command leaves none parsing on."""
+    kill_parent_and_wait(PARSING_ORPHAN)
+
+
 def start_crawl(tmp_path: Path, start_url: str) -> subprocess.Popen:
     """A crawl in a new session (its own process group, as in a terminal)."""
     config = {"start_url": start_url, "spider": "follow", "feed": str(tmp_path / "items.jsonl"),

@@ -8,7 +8,6 @@ version, so a changed encoder or featurizer never reuses stale features.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from ..dom import PageStructure, parse_page
 from ..errors import GrownupError
 from ..limits import PageLimits
 from ..store import GraphStore
+from ..workers import parent_bound_pool
 
 logger = logging.getLogger(__name__)
 # The reference implementation drops pages whose gold text aligns this poorly.
@@ -72,7 +72,7 @@ def prepare_pages(records, limits: PageLimits | None = None, workers: int = 2):
             for r in records]
     if workers <= 1 or len(jobs) < 8:
         return [prepare_page(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with parent_bound_pool(workers) as pool:
         return list(pool.map(prepare_page, jobs, chunksize=8))
 
 

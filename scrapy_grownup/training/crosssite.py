@@ -34,7 +34,7 @@ from ..dom import parse_page
 from ..errors import GrownupError
 from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
 from ..splits import site_folds, site_groups
-from ..workers import exit_with_parent
+from ..workers import parent_bound_pool
 from .command import fold_list
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
@@ -604,12 +604,7 @@ def training_pool(jobs: int):
     """The processes ``train_in_parallel`` trains in: spawned, so that they inherit no CUDA
     context or encoder threads, and each ending when the run that started it is gone (a
     killed ``grownup evaluate --jobs`` leaves no training running on)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(max_workers=max(1, jobs),
-                               mp_context=multiprocessing.get_context("spawn"),
-                               initializer=exit_with_parent)
+    return parent_bound_pool(jobs, "spawn")
 
 
 def train_in_parallel(plans: Sequence[FoldPlan], everything, encoder_name: str,

@@ -29,7 +29,6 @@ import hashlib
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,7 @@ from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
 from ..page_type_classifier import page_text
 from ..splits import site_groups
 from ..store import GraphStore
+from ..workers import parent_bound_pool
 from .command import add_run_arguments, report, standalone
 from .corpus import cache_root, corpus_encoder, store_key
 from .crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
@@ -99,7 +99,7 @@ def record_signals(records, workers: int = 2, limits: PageLimits | None = None) 
     limits = limits or PageLimits()
     jobs = [(r.html, r.url, r.extra.get("content_type"), limits) for r in records]
     if workers > 1 and len(jobs) >= 16:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with parent_bound_pool(workers) as pool:
             rows = list(pool.map(_signals_job, jobs, chunksize=8))
     else:
         rows = [_signals_job(job) for job in jobs]
@@ -121,7 +121,7 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
         return GraphStore.load(path), json.loads(info_path.read_text(encoding="utf-8"))
     jobs = [(r.id, r.html, r.url, r.extra.get("content_type"), limits) for r in records]
     if workers > 1 and len(jobs) >= 16:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with parent_bound_pool(workers) as pool:
             prepared = list(pool.map(_prepare, jobs, chunksize=4))
     else:
         prepared = [_prepare(job) for job in jobs]

@@ -21,7 +21,6 @@ import json
 import logging
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -33,6 +32,7 @@ from ..dom import PageStructure, parse_page
 from ..errors import GrownupError
 from ..extractor import resolve_model_dir
 from ..limits import PageLimits
+from ..workers import parent_bound_pool
 from .command import add_model_shape_arguments, add_run_arguments, report, standalone
 from .corpus import cache_root, corpus_encoder, labelled_store
 from .evaluate import store_predictions
@@ -134,7 +134,7 @@ def store_roles(store, records=None, dataset: str | None = None, split: str | No
                      segments, int(sizes[i]), min_coverage))
         slots.append(i)
     if workers > 1 and len(jobs) >= 16:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with parent_bound_pool(workers) as pool:
             results = list(pool.map(_role_job, jobs, chunksize=8))
     else:
         results = [_role_job(job) for job in jobs]
