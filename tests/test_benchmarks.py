@@ -25,6 +25,7 @@ RUNS = {
     "laplacian": ["laplacian.py", "--pages", "3"],
     "page_type": ["page_type.py", "--pages", "3"],
     "extract": ["extract.py", "--models", "fast", "--pages", "3", "--rounds", "1"],
+    "train_epoch": ["train_epoch.py", "3"],
 }
 
 
