@@ -557,6 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads(p)
     p.set_defaults(func=cmd_extract)
 
+    from .training.loop import PRECISIONS
+
     p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
     p.add_argument("--out", required=True, help="run directory (resumes if it has a checkpoint)")
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype",
@@ -583,7 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="> 0: also train the block-role head (L3S-GN1 pages)")
     p.add_argument("--content-datasets", default=None,
                    help="datasets whose content labels are trained (default: all of them)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="the forward pass's arithmetic: fp32 (default) or bf16 (autocast to "
                         "bfloat16, weights and losses in float32; faster on CPUs with "
                         "AVX512-BF16 and on GPUs)")

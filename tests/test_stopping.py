@@ -94,12 +94,12 @@ def test_workers_and_the_resource_tracker_exit_when_the_parent_is_killed():
     kill_parent_and_wait(ORPHAN)
 
 
-TRAINING_ORPHAN = """
+POOL_ORPHAN = """
 import os, time
-from scrapy_grownup.training.crosssite import training_pool
+from {module} import {pool}
 
 if __name__ == "__main__":
-    pool = training_pool(1)
+    pool = {pool}(1)
     print(pool.submit(os.getpid).result(), flush=True)
     pool.submit(time.sleep, 600)
     time.sleep(600)
@@ -110,26 +110,17 @@ if __name__ == "__main__":
 def test_a_training_process_ends_when_grownup_evaluate_is_killed():
     """``evaluate --jobs`` trains in ``training_pool``: a killed run (``kill``, a scheduler's
     time limit) leaves no training running on."""
-    kill_parent_and_wait(TRAINING_ORPHAN)
-
-
-PARSING_ORPHAN = """
-import os, time
-from scrapy_grownup.workers import parent_bound_pool
-
-if __name__ == "__main__":
-    pool = parent_bound_pool(1)  # the platform's default start method (fork on Linux)
-    print(pool.submit(os.getpid).result(), flush=True)
-    pool.submit(time.sleep, 600)
-    time.sleep(600)
-"""
+    kill_parent_and_wait(POOL_ORPHAN.format(module="scrapy_grownup.training.crosssite",
+                                            pool="training_pool"))
 
 
 @linux_only
 def test_a_parsing_worker_of_a_training_command_ends_when_the_command_is_killed():
     """The stores, page-type corpora and role labels are parsed in ``parent_bound_pool``'s
-    forked workers: a killed ``grownup`` command leaves none parsing on."""
-    kill_parent_and_wait(PARSING_ORPHAN)
+    workers, forked (the platform's default start method on Linux): a killed ``grownup``
+    command leaves none parsing on."""
+    kill_parent_and_wait(POOL_ORPHAN.format(module="scrapy_grownup.workers",
+                                            pool="parent_bound_pool"))
 
 
 def start_crawl(tmp_path: Path, start_url: str) -> subprocess.Popen:
