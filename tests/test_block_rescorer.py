@@ -272,6 +272,44 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
         name.startswith("page_signal_") for name in BLOCK_FEATURE_NAMES)
 
 
+def test_fit_rescorer_max_features_lets_each_split_choose_from_a_share_of_the_columns(capsys):
+    """``--max-features 0.02``: each split draws about six of the 318 columns, so most trees'
+    first split cannot use the one column that decides the label; with all columns every tree
+    splits on it first. A share outside (0, 1] is one line."""
+    from types import SimpleNamespace
+
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.training.rescorer import add_arguments, fit
+
+    rng = np.random.default_rng(0)
+    X = rng.random((2000, len(BLOCK_FEATURE_NAMES))).astype(np.float32)
+    X[:, COLUMN["score"]] = rng.uniform(0.05, 1.0, 2000)
+    labels = (X[:, COLUMN["score"]] > 0.5).astype(np.float64)
+    pages = [SimpleNamespace(page=object(), roots=np.arange(200), features=X[k:k + 200],
+                             labels=labels[k:k + 200], record=None)
+             for k in range(0, 2000, 200)]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--cv-dir", "unused", "--trees", "30", "--depth", "3"])
+    assert args.max_features == 1.0
+
+    def first_splits(rescorer):
+        return rescorer.trees.feature[rescorer.trees.roots]
+
+    assert (first_splits(fit(pages, args)) == COLUMN["score"]).all()
+    args.max_features = 0.02
+    subsampled = fit(pages, args)
+    assert (first_splits(subsampled) == COLUMN["score"]).mean() < 0.5
+    # the numpy trees still separate the classes: later splits reach the column
+    assert ((subsampled.predict(X) > 0.5) == (labels > 0.5)).mean() > 0.9
+    for bad in ("0", "1.5", "half"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["fit-rescorer", "--cv-dir", "unused", "--max-features", bad])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"argument --max-features: {bad!r}: a share above 0 and at most 1" in err
+
+
 def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():
     """``--block-weight page-log-chars``: every page's blocks weigh the same in total, so a page of
     many short blocks does not outweigh an article; ``--floor``: blocks under it are not fitted

@@ -61,6 +61,17 @@ def ablated_columns(groups) -> np.ndarray:
                      if prefixes and name.startswith(prefixes)], dtype=np.int64)
 
 
+def share(text: str) -> float:
+    """A share above 0 and at most 1, for ``--max-features``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a share above 0 and at most 1")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cv-dir", required=True,
                    help="the site-cv fold models: DIR/fold0/model ... (grownup evaluate "
@@ -107,6 +118,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="boosting learning rate (default: 0.05)")
     p.add_argument("--min-leaf", type=int, default=40,
                    help="fewest blocks in a leaf (default: 40)")
+    p.add_argument("--max-features", type=share, default=1.0, metavar="SHARE",
+                   help="share of the block features each split may choose from, drawn anew "
+                        "per split (default: 1.0, all; below 1 needs scikit-learn 1.4)")
     p.add_argument("--without", action="append", default=[], choices=sorted(FEATURE_GROUPS),
                    help="fit without a group of block features, for an ablation (repeatable; "
                         "the columns are held constant, so the saved file stays loadable)")
@@ -226,10 +240,19 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
     X[:, ablated_columns(args.without)] = 0.0  # a constant column: no tree splits on it
     # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
     # a split by block rather than by site
+    options = {}
+    max_features = getattr(args, "max_features", 1.0)
+    if max_features < 1.0:
+        import sklearn
+
+        if tuple(int(x) for x in sklearn.__version__.split(".")[:2]) < (1, 4):
+            raise GrownupError(f"--max-features {max_features}: needs scikit-learn 1.4 or "
+                               f"newer (installed: {sklearn.__version__})")
+        options["max_features"] = max_features
     model = HistGradientBoostingClassifier(
         max_iter=args.trees, learning_rate=args.learning_rate, max_leaf_nodes=args.leaves,
         max_depth=args.depth, min_samples_leaf=args.min_leaf, l2_regularization=1.0,
-        early_stopping=False, random_state=args.seed)
+        early_stopping=False, random_state=args.seed, **options)
     model.fit(X, y, sample_weight=weight)
     return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
                                       floor=args.floor, container=args.container, band=args.band,
@@ -344,7 +367,8 @@ def run_rescorer(args) -> dict:
                            "cut": rescorer.cut, "threshold": rescorer.feature_threshold}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "only_folds", "threshold", "cut", "band", "cut_weight", "container", "floor",
-        "block_weight", "trees", "depth", "leaves", "learning_rate", "min_leaf", "without",
+        "block_weight", "trees", "depth", "leaves", "learning_rate", "min_leaf", "max_features",
+        "without",
         "also_cv_dir")}
     return result
 
