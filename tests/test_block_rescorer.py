@@ -307,7 +307,8 @@ def test_fit_rescorer_max_features_lets_each_split_choose_from_a_share_of_the_co
             main(["fit-rescorer", "--cv-dir", "unused", "--max-features", bad])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert f"argument --max-features: {bad!r}: a share above 0 and at most 1" in err
+        assert err.endswith(f"argument --max-features: must be a number above 0 and at most 1, "
+                            f"not {bad!r}")
 
 
 def test_fit_rescorer_block_weights_balance_pages_and_respect_the_floor():

@@ -66,9 +66,10 @@ def share(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a share above 0 and at most 1")
+        value = -1.0
+    if not 0.0 < value <= 1.0:  # the CLI's _probability, with 1 allowed
+        raise argparse.ArgumentTypeError(
+            f"must be a number above 0 and at most 1, not {text!r}")
     return value
 
 
@@ -238,21 +239,18 @@ def fit(pages: list[ScoredPage], args, keys: set | None = None) -> BlockRescorer
     judged = X[:, 0] >= args.floor  # the column "score": lower blocks keep theirs when serving
     X, y, weight = X[judged], y[judged], weight[judged]
     X[:, ablated_columns(args.without)] = 0.0  # a constant column: no tree splits on it
-    # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
-    # a split by block rather than by site
-    options = {}
-    max_features = getattr(args, "max_features", 1.0)
-    if max_features < 1.0:
-        import sklearn
-
-        if tuple(int(x) for x in sklearn.__version__.split(".")[:2]) < (1, 4):
-            raise GrownupError(f"--max-features {max_features}: needs scikit-learn 1.4 or "
-                               f"newer (installed: {sklearn.__version__})")
-        options["max_features"] = max_features
-    model = HistGradientBoostingClassifier(
-        max_iter=args.trees, learning_rate=args.learning_rate, max_leaf_nodes=args.leaves,
-        max_depth=args.depth, min_samples_leaf=args.min_leaf, l2_regularization=1.0,
-        early_stopping=False, random_state=args.seed, **options)
+    # passed only below 1: scikit-learn before 1.4 has no such argument
+    options = {"max_features": args.max_features} if args.max_features < 1.0 else {}
+    try:
+        # a fixed number of trees: scikit-learn's early stopping would hold out random blocks,
+        # a split by block rather than by site
+        model = HistGradientBoostingClassifier(
+            max_iter=args.trees, learning_rate=args.learning_rate, max_leaf_nodes=args.leaves,
+            max_depth=args.depth, min_samples_leaf=args.min_leaf, l2_regularization=1.0,
+            early_stopping=False, random_state=args.seed, **options)
+    except TypeError as exc:
+        raise GrownupError(f"--max-features {args.max_features}: needs scikit-learn 1.4 or "
+                           "newer") from exc
     model.fit(X, y, sample_weight=weight)
     return BlockRescorer.from_sklearn(model, cut=args.cut, feature_threshold=args.threshold,
                                       floor=args.floor, container=args.container, band=args.band,
@@ -368,8 +366,7 @@ def run_rescorer(args) -> dict:
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "only_folds", "threshold", "cut", "band", "cut_weight", "container", "floor",
         "block_weight", "trees", "depth", "leaves", "learning_rate", "min_leaf", "max_features",
-        "without",
-        "also_cv_dir")}
+        "without", "also_cv_dir")}
     return result
 
 
