@@ -1,6 +1,6 @@
 """Time of turning node scores into kept nodes (``refine.content_mask``), with the page-level
-decisions `fast` ships (adaptive cut-off, main container, repeated blocks once, headline to
-the title), with the cut-off over blocks by their characters (the rule the block rescorer's
+decisions `fast` ships (adaptive cut-off, main container, repeated blocks once, hidden
+copies of the kept text dropped, headline to the title), with the cut-off over blocks by their characters (the rule the block rescorer's
 file asks for), and without them (the previous release: a fixed threshold, whole blocks), on
 the same scored pages. The model runs once per page, outside the timing. Prints one JSON line.
 
@@ -20,9 +20,10 @@ from scrapy_grownup.dom import parse_page  # noqa: E402
 from scrapy_grownup.refine import content_mask  # noqa: E402
 
 ARMS = {"previous": dict(container=False, repeats=False, adaptive=False, headline=False,
-                         notices=False),
+                         notices=False, copies=False),
         "shipped": {},
         "shipped_without_notices": dict(notices=False),  # what the embed-notice rule costs
+        "shipped_without_copies": dict(copies=False),  # what the hidden-copy rule costs
         # the cut-off rule fast's rescorer file asks for: each block once, by its characters
         "block_chars_cut": dict(cut_weight="block-chars")}
 

@@ -17,6 +17,8 @@ The page-level decisions follow, each measured across sites (README, "Decisions"
   counts each block once, weighted by its characters: the long paragraphs decide the split,
   not the many short menu items and widget lines. The block rescorer's file asks for it
   (``BlockRescorer.decisions``); the content model alone measured better with the first.
+  The cut-off drops below the threshold only on a page that has a block within
+  ``LOWERING_MARGIN`` of it (``lowers_cut``): a page of nothing but boilerplate keeps nothing.
 - ``main_container``: most of a page's content sits in one element (the article, the thread,
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
@@ -31,6 +33,9 @@ The page-level decisions follow, each measured across sites (README, "Decisions"
 - ``drop_repeated_blocks``: a block whose text repeats an earlier kept block (a consent
   placeholder for every embed, a "video needs JavaScript" notice, a headline shown twice) is
   kept once.
+- ``without_hidden_copies``: a block that markup hides and that repeats the visible kept
+  text (a paywall's or a schema.org block's ``display:none`` copy of the whole article) is
+  dropped; other hidden blocks (tabs, accordions) stay content.
 - ``without_embed_notices``: the consent placeholder of an embedded post or video ("An dieser
   Stelle finden Sie externen Inhalt ... mit einem Klick anzeigen lassen") sits inside the
   article, between its paragraphs, and reads like one; a short block that names external or
@@ -52,13 +57,16 @@ import numpy as np
 
 from .dom import PageStructure
 from .tags import BLOCK_TAGS
-from .tree import depth_levels, subtree_sum
+from .tree import depth_levels, inherit, subtree_sum
 
 # Measured on the site-grouped cross-validation (README, "Decisions").
 CONTAINER_SHARE = 0.7  # the main container holds at least this share of the kept text
 CONTAINER_SURE = 0.9   # blocks outside it stay only with at least this score
 REPEAT_MIN_WORDS = 3   # shorter repeated blocks ("Share", "Photo") are left alone
 ADAPTIVE_BAND = 0.2    # a page's own cut-off stays within this of the configured threshold
+LOWERING_MARGIN = 0.2  # ... and drops below it only on a page with a block within this of it
+HIDDEN_COPY_WORDS = 50  # a hidden copy of the article is long ...
+HIDDEN_COPY_SHARE = 0.8  # ... and most of its word 4-grams are in the visible kept text
 NOTICE_MAX_CHARS = 600  # an embed's consent notice is a few sentences, not a paragraph of news
 # An embed notice names external content (de, en, fr, es, it, nl) ...
 _EXTERNAL_CONTENT = re.compile(
@@ -87,11 +95,13 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  refine: bool = False, blocks: bool = True, container: bool = True,
                  repeats: bool = True, adaptive: bool = True,
                  headline: bool = True, byline: bool = True, notices: bool = True,
-                 band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes") -> np.ndarray:
+                 band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes",
+                 copies: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
-    (``repeats``), embeds' consent notices dropped (``notices``), the headline left to the
+    (``repeats``), hidden copies of the kept text dropped (``copies``), embeds' consent
+    notices dropped (``notices``), the headline left to the
     title (``headline``) and the byline and date to their fields (``byline``), and optionally
     refined to the largest content group (``refine``). ``cut_weight``: how
     ``page_threshold`` weighs the page's scores (``CUT_WEIGHTS``; block-chars judges blocks
@@ -102,17 +112,20 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     levels = depth_levels(page.depth)
     by_block = adaptive and cut_weight == "block-chars"
     block = block_of(page, levels) if blocks or repeats or byline or by_block or notices \
-        else None
+        or copies else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
-    if by_block:
-        threshold = block_threshold(scores, lengths, block, threshold, band)
-    elif adaptive:
-        threshold = page_threshold(scores, lengths, threshold, band)
+    if adaptive:
+        cut = block_threshold(scores, lengths, block, threshold, band) if by_block else \
+            page_threshold(scores, lengths, threshold, band)
+        threshold = cut if cut >= threshold or lowers_cut(scores, lengths, threshold) else \
+            threshold
     keep = scores >= threshold
     if container:
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
     if repeats:
         keep = drop_repeated_blocks(page, keep, block=block, lengths=lengths)
+    if copies:
+        keep = without_hidden_copies(page, keep, block=block, lengths=lengths, levels=levels)
     if notices:
         keep = without_embed_notices(page, keep, block=block, lengths=lengths)
     if headline:
@@ -197,6 +210,17 @@ def page_threshold(scores: np.ndarray, lengths: np.ndarray, threshold: float,
     owners = lengths > 0
     return otsu_cut(np.asarray(scores, dtype=np.float64)[owners],
                     np.log1p(lengths[owners].astype(np.float64)), threshold, band)
+
+
+def lowers_cut(scores: np.ndarray, lengths: np.ndarray, threshold: float,
+               margin: float = LOWERING_MARGIN) -> bool:
+    """Whether the page may have its cut-off below ``threshold``: one of its text-owning
+    nodes scores at least ``threshold - margin``. Otsu splits every page in two; on a page of
+    nothing but boilerplate (a shop's script-rendered shell) the upper group is merely the
+    least unlikely lines, a shop's name or a copyright, and a lowered cut-off would keep them.
+    Such a page keeps nothing (and in a crawl its item is dropped as empty)."""
+    owners = lengths > 0
+    return bool(owners.any()) and float(np.max(scores[owners])) >= threshold - margin
 
 
 def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,
@@ -377,6 +401,57 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
         else:
             seen.add(text)
     return without_blocks(page, keep, block, repeated, lengths)
+
+
+def hidden_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """bool [n]: the nodes that markup hides (``visibility.is_hidden``), themselves or through
+    an ancestor."""
+    hidden = np.zeros(page.num_nodes, dtype=bool)
+    for i, values in page.attrs.items():
+        if values.get("hidden"):
+            hidden[i] = True
+    if not hidden.any():
+        return hidden
+    levels = depth_levels(page.depth) if levels is None else levels
+    return inherit(hidden, page.parent.astype(np.int64), levels)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _four_grams(text: str) -> set[tuple[str, ...]]:
+    words = _WORD.findall(text.casefold())
+    return {tuple(words[i:i + 4]) for i in range(len(words) - 3)}
+
+
+def without_hidden_copies(page: PageStructure, keep: np.ndarray,
+                          block: np.ndarray | None = None, lengths: np.ndarray | None = None,
+                          levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """``keep`` without the kept blocks that markup hides and that repeat the visible kept
+    text: at least ``HIDDEN_COPY_WORDS`` words, ``HIDDEN_COPY_SHARE`` of their word 4-grams
+    in the kept blocks a reader sees. Paywalls and schema.org blocks carry the whole article
+    again in a ``display:none`` element, which doubles it; hidden elements stay nodes (tabs,
+    accordions and FAQ answers are content: ``dom.parse_page``), and the model can score such
+    a copy as highly as the article it copies."""
+    keep = np.asarray(keep, dtype=bool)
+    if not keep.any() or not page.attrs or not len(page.seg_text):
+        return keep
+    hidden = hidden_nodes(page, levels)
+    if not (hidden & keep).any():
+        return keep
+    block = block_of(page) if block is None else block
+    texts = {b: " ".join(runs) for b, runs in kept_block_texts(page, keep, block).items()}
+    copies = [b for b, text in texts.items()
+              if hidden[b] and len(_WORD.findall(text)) >= HIDDEN_COPY_WORDS]
+    if not copies:
+        return keep
+    seen = set().union(*(_four_grams(text) for b, text in texts.items() if not hidden[b]))
+    drop = []
+    for b in copies:
+        grams = _four_grams(texts[b])
+        if grams and len(grams & seen) >= HIDDEN_COPY_SHARE * len(grams):
+            drop.append(b)
+    return without_blocks(page, keep, block, drop, lengths)
 
 
 def without_embed_notices(page: PageStructure, keep: np.ndarray,

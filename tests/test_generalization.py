@@ -341,6 +341,51 @@ def test_a_repeated_block_is_kept_once():
     assert (drop_repeated_blocks(short, keep) == keep).all()  # under three words: left alone
 
 
+_STORY = [
+    "The harbour closed on Monday after a storm brought waves of six metres to the coast and "
+    "the port authority stopped all ferries until further notice.",
+    "Fishermen said they had never seen the water rise so fast in the bay before, and several "
+    "boats broke loose from their moorings during the night.",
+    "Repairs to the pier are expected to take several weeks, the authority said, and the "
+    "ferries will run from the northern quay until the work is done.",
+]
+_TAB = ("Timetable for the northern quay: the first ferry leaves at six in the morning, the "
+        "last one at ten in the evening, every hour on the hour on weekdays and every two hours "
+        "on Sundays and public holidays, with extra boats on market days.")
+HIDDEN_COPY_PAGE = (  # freitag.de: a paywall's display:none copy of the whole article
+    "<html><body><article>" + "".join(f"<p>{p}</p>" for p in _STORY)
+    + f'<div class=tab hidden><p>{_TAB}</p></div>'
+    + f'<div class=tab aria-hidden=true><p>In short: {_STORY[0]}</p></div>'  # under 50 words
+    + "</article>"
+    + '<div class="o-paywall" style="display: none">' + " ".join(_STORY[1:]) + " "
+    + _STORY[0] + "</div></body></html>").encode()
+
+
+def test_a_hidden_copy_of_the_kept_text_is_dropped():
+    from scrapy_grownup.refine import HIDDEN_COPY_WORDS, hidden_nodes, without_hidden_copies
+
+    page = parse_page(HIDDEN_COPY_PAGE)
+    probs = _scored(page, default=0.95)
+    text = assemble_text(page, content_mask(page, probs, 0.4, container=False))
+    assert all(text.count(p) == 1 for p in _STORY[1:])  # the paywall's copy is gone
+    assert _TAB in text                                 # a hidden tab of its own text stays
+    assert text.count(_STORY[0]) == 2                   # a short hidden repeat stays too
+    assert "In short: " in text
+    doubled = assemble_text(page, content_mask(page, probs, 0.4, container=False,
+                                               copies=False))
+    assert doubled.count(_STORY[1]) == 2
+    hidden = hidden_nodes(page)
+    hidden_text = {page.node_text[i] for i in np.flatnonzero(hidden)}
+    assert _TAB in hidden_text and _STORY[2] not in hidden_text  # only the hidden subtrees
+    assert len(" ".join(_STORY).split()) >= HIDDEN_COPY_WORDS > len(_STORY[0].split())
+    # a page with nothing hidden, or nothing kept, is left as it is
+    keep = np.ones(page.num_nodes, dtype=bool)
+    plain = parse_page(b"<html><body><p>" + _STORY[0].encode() + b"</p></body></html>")
+    assert (without_hidden_copies(plain, np.ones(plain.num_nodes, bool)) ==
+            np.ones(plain.num_nodes, bool)).all()
+    assert not without_hidden_copies(page, ~keep).any()
+
+
 NOTICE_PAGE = """<html><body><article>
 <p>Der Stadtrat hat am Dienstag neue Radwege in drei Straßen beschlossen.</p>
 <div class="embed"><p>An dieser Stelle finden Sie einen externen Inhalt von Instagram, der den
@@ -438,10 +483,45 @@ def test_an_adaptive_cut_keeps_a_page_the_model_is_unsure_of():
     adapted = assemble_text(page, content_mask(page, probs, 0.4))
     assert fixed == "" and "harbour closed on Monday" in adapted and "Repairs" in adapted
     assert "cookies" not in adapted
-    # the band bounds how far the page's cut-off moves: 0.6 - 0.2 keeps nothing, 0.6 - 0.3 does
-    assert assemble_text(page, content_mask(page, probs, 0.6)) == ""
-    wider = assemble_text(page, content_mask(page, probs, 0.6, band=0.3))
+    # the band bounds how far the page's cut-off moves: 0.5 - 0.1 keeps nothing, 0.5 - 0.3 does
+    assert assemble_text(page, content_mask(page, probs, 0.5, band=0.1)) == ""
+    wider = assemble_text(page, content_mask(page, probs, 0.5, band=0.3))
     assert "harbour closed on Monday" in wider and "cookies" not in wider
+    # and it drops only on a page with a block within LOWERING_MARGIN (0.2) of the threshold:
+    # the best block, 0.35, is 0.25 under 0.6, so however wide the band, nothing is kept
+    assert assemble_text(page, content_mask(page, probs, 0.6, band=0.3)) == ""
+
+
+SHELL_PAGE = (  # a shop's product page whose scripts render everything (aliexpress.com)
+    b"<html><head><title>Tufted rug | Example Shop</title></head><body>"
+    b"<div id=root><div class=loading>Loading...</div></div>"
+    b"<footer><p>Help Center</p><p>Intellectual Property Protection</p>"
+    b"<p>Example Group</p></footer></body></html>")
+
+
+def test_a_page_of_nothing_but_boilerplate_keeps_nothing():
+    """Otsu splits every page in two: on a shell page the upper group is the least unlikely
+    lines (the shop's name, scored 0.23 where the rest is 0.02), and a cut-off lowered to
+    0.5 - 0.3 would keep it. No block comes within 0.2 of 0.5, so the cut-off stays."""
+    from scrapy_grownup.refine import LOWERING_MARGIN, lowers_cut
+
+    page = parse_page(SHELL_PAGE)
+    probs = _scored(page, default=0.02, Example=0.23)
+    rescorer_decisions = {"container": False, "band": 0.3, "cut_weight": "block-chars"}
+    assert assemble_text(page, content_mask(page, probs, 0.5, **rescorer_decisions)) == ""
+    # what the same page kept with the cut-off lowered regardless: the shop's name
+    lowered = assemble_text(page, content_mask(page, probs, 0.5 - 0.2 - 1e-9,
+                                               **rescorer_decisions))
+    assert lowered == "Example Group"
+    lengths = page.text_lengths()
+    assert LOWERING_MARGIN == 0.2 and not lowers_cut(probs, lengths, 0.5)
+    assert lowers_cut(probs, lengths, 0.5, margin=0.3)   # 0.23 >= 0.5 - 0.3
+    assert lowers_cut(probs, lengths, 0.43)              # 0.23 >= 0.43 - 0.2
+    assert not lowers_cut(probs, np.zeros_like(lengths), 0.5)  # no text at all
+    # a block within the margin lets the cut-off drop as before: kept at 0.3 with band 0.3
+    probs = _scored(page, default=0.02, Example=0.31)
+    assert assemble_text(page, content_mask(page, probs, 0.5, **rescorer_decisions)) == \
+        "Example Group"
 
 
 def _schedule_page():
