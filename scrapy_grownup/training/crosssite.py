@@ -227,6 +227,7 @@ class Variant:
     headline: bool = True     # the headline left to the title, not the text
     byline: bool = True       # the byline and date left to their fields
     notices: bool = True      # embeds' consent notices dropped
+    copies: bool = True       # hidden copies of the kept text dropped
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
     rescore: bool = True      # the model's block rescorer, when it has one
@@ -241,6 +242,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -headline", headline=False),
     Variant("grownup -byline", byline=False),
     Variant("grownup -notices", notices=False),
+    Variant("grownup -copies", copies=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -283,7 +285,7 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         options = {"refine": variant.refine, "blocks": variant.blocks,
                    "repeats": variant.repeats, "adaptive": variant.adaptive,
                    "headline": variant.headline, "byline": variant.byline,
-                   "notices": variant.notices}
+                   "notices": variant.notices, "copies": variant.copies}
         texts = []
         for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
             if p is None:
