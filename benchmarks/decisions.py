@@ -1,8 +1,9 @@
 """Time of turning node scores into kept nodes (``refine.content_mask``), with the page-level
 decisions `fast` ships (adaptive cut-off, main container, repeated blocks once, hidden
-copies of the kept text dropped, headline to the title), with the cut-off over blocks by their characters (the rule the block rescorer's
-file asks for), and without them (the previous release: a fixed threshold, whole blocks), on
-the same scored pages. The model runs once per page, outside the timing. Prints one JSON line.
+copies of the kept text dropped, headline to the title), with the cut-off over blocks by
+their characters (the rule the block rescorer's file asks for), and without them (the
+previous release: a fixed threshold, whole blocks), on the same scored pages. The model runs
+once per page, outside the timing. Prints one JSON line.
 
     python benchmarks/decisions.py [PAGES]
 """

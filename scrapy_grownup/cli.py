@@ -467,8 +467,8 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 
 
 # The precision / recall presets of ``extract``, measured with the shipped fast's recipe (block
-# rescorer included) in the nested site-grouped cross-validation (README, "Block rescorer";
-# bag-of-words P / R, default 88.2 / 91.7): keeping only the largest content group buys
+# rescorer included) in the nested site-grouped cross-validation (docs/accuracy.md, "Block
+# rescorer"; bag-of-words P / R, default 88.2 / 91.7): keeping only the largest content group buys
 # precision (89.4 / 85.3), a fixed threshold of 0.2 on the rescored blocks recall (85.5 / 93.8).
 from .refine import RECALL_THRESHOLD  # noqa: E402 - with the presets' measurements
 

@@ -7,7 +7,7 @@ score, so a kept sentence never loses its link text and a dropped teaser never l
 link behind. A code block (``<pre>``) goes by its most confident token instead: highlighters
 wrap every token in its own ``<span>`` (``block_means``).
 
-The page-level decisions follow, each measured across sites (README, "Decisions"):
+The page-level decisions follow, each measured across sites (docs/accuracy.md, "Decisions"):
 
 - ``page_threshold``: the cut-off adapts to the page. Scores of one page split into two
   groups (Otsu's criterion over its text-owning nodes, weighted by the log of their text
@@ -59,7 +59,7 @@ from .dom import PageStructure
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, inherit, subtree_sum
 
-# Measured on the site-grouped cross-validation (README, "Decisions").
+# Measured on the site-grouped cross-validation (docs/accuracy.md, "Decisions").
 CONTAINER_SHARE = 0.7  # the main container holds at least this share of the kept text
 CONTAINER_SURE = 0.9   # blocks outside it stay only with at least this score
 REPEAT_MIN_WORDS = 3   # shorter repeated blocks ("Share", "Photo") are left alone
