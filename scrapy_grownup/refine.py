@@ -101,11 +101,11 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), hidden copies of the kept text dropped (``copies``), embeds' consent
-    notices dropped (``notices``), the headline left to the
-    title (``headline``) and the byline and date to their fields (``byline``), and optionally
-    refined to the largest content group (``refine``). ``cut_weight``: how
-    ``page_threshold`` weighs the page's scores (``CUT_WEIGHTS``; block-chars judges blocks
-    whole)."""
+    notices dropped (``notices``), the headline left to the title (``headline``) and the
+    byline and date to their fields (``byline``), and optionally refined to the largest
+    content group (``refine``); the cut-off drops below ``threshold`` only where
+    ``lowers_cut``. ``cut_weight``: how ``page_threshold`` weighs the page's scores
+    (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
@@ -117,8 +117,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     if adaptive:
         cut = block_threshold(scores, lengths, block, threshold, band) if by_block else \
             page_threshold(scores, lengths, threshold, band)
-        threshold = cut if cut >= threshold or lowers_cut(scores, lengths, threshold) else \
-            threshold
+        if cut >= threshold or lowers_cut(scores, lengths, threshold):
+            threshold = cut
     keep = scores >= threshold
     if container:
         keep = main_container(page, keep, scores, lengths=lengths, levels=levels)
