@@ -588,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="the forward pass's arithmetic: fp32 (default) or bf16 (autocast to "
                         "bfloat16, weights and losses in float32; faster on CPUs with "
-                        "AVX512-BF16 and on GPUs)")
+                        "AVX512-BF16 and on GPUs, many times slower on other CPUs)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("presets", help="the model presets and their parameter counts")

@@ -957,6 +957,35 @@ def test_forward_precision_autocasts_only_for_bf16():
         forward_precision(TrainConfig(out="x", precision="fp16"))
 
 
+def test_bf16_on_a_cpu_that_would_emulate_it_warns(tmp_path, monkeypatch, caplog):
+    """bfloat16 on a CPU without AVX512-BF16 or AMX is emulated (an epoch took 8x fp32's
+    time on an AVX2-only core): the run says so before it trains; fp32, a GPU or a CPU with
+    the instructions say nothing."""
+    import logging
+
+    import torch
+
+    from scrapy_grownup.training import loop
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert loop.emulated_bf16("cpu") and not loop.emulated_bf16("cuda")
+    warning = loop.precision_warning("bf16", "cpu")
+    assert warning.startswith("--precision bf16: this CPU has no AVX512-BF16 or AMX")
+    assert loop.precision_warning("fp32", "cpu") is None
+    assert loop.precision_warning("bf16", "cuda:0") is None
+    # grownup train's run says it first thing, before any data is read
+    from scrapy_grownup.training import trainer
+
+    monkeypatch.setattr(trainer, "corpus_encoder", lambda name: 1 / 0)
+    with caplog.at_level(logging.WARNING, logger="scrapy_grownup.training.trainer"), \
+            pytest.raises(ZeroDivisionError):
+        trainer.train(loop.TrainConfig(out=str(tmp_path / "run"), precision="bf16"))
+    assert [r.getMessage() for r in caplog.records] == [warning]
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert loop.precision_warning("bf16", "cpu") is None
+
+
 def test_bf16_training_keeps_float32_weights_and_the_recipes_losses(tmp_path, monkeypatch,
                                                                     capsys):
     """``grownup evaluate --precision bf16``: the same pages, seed and recipe trained with

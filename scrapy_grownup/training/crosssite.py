@@ -37,7 +37,8 @@ from ..splits import site_folds, site_groups
 from ..workers import parent_bound_pool
 from .command import fold_list
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
-from .loop import NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights
+from .loop import (NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights,
+                   precision_warning)
 
 logger = logging.getLogger(__name__)
 
@@ -751,7 +752,8 @@ def add_arguments(p) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="site-cv / leave-out: the training forward pass's arithmetic: fp32 (the "
                         "recipe) or bf16 (autocast to bfloat16; weights and losses stay "
-                        "float32): 0.6 of the time an epoch takes on a CPU with AVX512-BF16")
+                        "float32): 0.6 of the time an epoch takes on a CPU with AVX512-BF16, "
+                        "many times more on a CPU without it")
     p.add_argument("--attribute-dropout", type=float, default=0.0, metavar="SHARE",
                    help="site-cv / leave-out: share of training pages whose class and id "
                         "vectors are zeroed per batch (default: 0, the recipe)")
@@ -846,6 +848,9 @@ def run(args) -> int:
             cfg["node_weight"] = args.node_weight
         if args.precision != "fp32":
             cfg["precision"] = args.precision
+            warning = precision_warning(args.precision, cfg["device"])
+            if warning:
+                logger.warning(warning)
         if args.average_last:
             cfg["average_last"] = args.average_last
         if args.init:

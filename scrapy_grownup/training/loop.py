@@ -70,7 +70,8 @@ class TrainConfig:
     node_weight: str = "none"
     # The arithmetic of the forward pass (PRECISIONS): "fp32", or "bf16" (torch.autocast to
     # bfloat16: matrix products in bfloat16, weights, optimizer state and losses in float32).
-    # On a CPU with AVX512-BF16 (this project's 2-core EPYC) an epoch takes 0.6 of fp32's time.
+    # On a CPU with AVX512-BF16 an epoch takes 0.6 of fp32's time; without it (or AMX) bfloat16
+    # is emulated and far slower (``emulated_bf16``: the run warns).
     precision: str = "fp32"
     # After training: refit the genre / role heads on the best model's frozen features
     # (kept only where the dev score does not drop); 0 turns it off.
@@ -125,6 +126,31 @@ class AuxLabels:
 
 NODE_WEIGHTS = ("none", "log-chars", "page", "page-log-chars")
 PRECISIONS = ("fp32", "bf16")
+
+
+def emulated_bf16(device: str) -> bool:
+    """Whether bfloat16 arithmetic on ``device`` is emulated: a CPU without AVX512-BF16 or
+    AMX converts every operand: an epoch of the recipe took 8x fp32's time on such a core (an
+    AVX2-only EPYC) against 0.6x with AVX512-BF16 (docs/training-ablations.md)."""
+    import torch
+
+    if torch.device(device).type != "cpu":
+        return False
+    cpu = torch.cpu
+    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported",
+                                                     "_is_amx_tile_supported")]
+    if not any(callable(c) for c in checks):
+        return False  # a torch that cannot tell: say nothing
+    return not any(c() for c in checks if callable(c))
+
+
+def precision_warning(precision: str, device: str) -> str | None:
+    """The line a training run prints before it starts when ``precision`` would be emulated
+    on ``device`` (``emulated_bf16``), else ``None``."""
+    if precision != "bf16" or not emulated_bf16(device):
+        return None
+    return ("--precision bf16: this CPU has no AVX512-BF16 or AMX, so bfloat16 is emulated "
+            "and training runs many times slower than fp32 (8x measured); use fp32 here")
 
 
 def forward_precision(cfg: TrainConfig):
