@@ -978,7 +978,7 @@ def test_bf16_on_a_cpu_that_would_emulate_it_warns(tmp_path, monkeypatch, caplog
     from scrapy_grownup.training import trainer
 
     monkeypatch.setattr(trainer, "corpus_encoder", lambda name: 1 / 0)
-    with caplog.at_level(logging.WARNING, logger="scrapy_grownup.training.trainer"), \
+    with caplog.at_level(logging.WARNING, logger="scrapy_grownup.training.loop"), \
             pytest.raises(ZeroDivisionError):
         trainer.train(loop.TrainConfig(out=str(tmp_path / "run"), precision="bf16"))
     assert [r.getMessage() for r in caplog.records] == [warning]

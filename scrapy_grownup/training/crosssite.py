@@ -38,7 +38,7 @@ from ..workers import parent_bound_pool
 from .command import fold_list
 from .corpus import cache_root, corpus_encoder, store_from_records, store_key
 from .loop import (NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights,
-                   precision_warning)
+                   warn_if_emulated)
 
 logger = logging.getLogger(__name__)
 
@@ -848,9 +848,7 @@ def run(args) -> int:
             cfg["node_weight"] = args.node_weight
         if args.precision != "fp32":
             cfg["precision"] = args.precision
-            warning = precision_warning(args.precision, cfg["device"])
-            if warning:
-                logger.warning(warning)
+            warn_if_emulated(args.precision, cfg["device"])
         if args.average_last:
             cfg["average_last"] = args.average_last
         if args.init:

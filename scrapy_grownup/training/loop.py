@@ -8,6 +8,7 @@ with its own dev split, early stopping and checkpoints.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ import numpy as np
 
 from ..store import GraphStore, node_budget_batches
 from .corpus import DEFAULT_MIN_COVERAGE
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -129,9 +132,9 @@ PRECISIONS = ("fp32", "bf16")
 
 
 def emulated_bf16(device: str) -> bool:
-    """Whether bfloat16 arithmetic on ``device`` is emulated: a CPU without AVX512-BF16 or
-    AMX converts every operand: an epoch of the recipe took 8x fp32's time on such a core (an
-    AVX2-only EPYC) against 0.6x with AVX512-BF16 (docs/training-ablations.md)."""
+    """Whether bfloat16 arithmetic on ``device`` is emulated, as on a CPU without AVX512-BF16
+    or AMX, which converts every operand. An epoch of the recipe took 8x fp32's time on such
+    a core (an AVX2-only EPYC) against 0.6x with AVX512-BF16 (docs/training-ablations.md)."""
     import torch
 
     if torch.device(device).type != "cpu":
@@ -151,6 +154,14 @@ def precision_warning(precision: str, device: str) -> str | None:
         return None
     return ("--precision bf16: this CPU has no AVX512-BF16 or AMX, so bfloat16 is emulated "
             "and training runs many times slower than fp32 (8x measured); use fp32 here")
+
+
+def warn_if_emulated(precision: str, device: str) -> None:
+    """Log ``precision_warning`` where there is one: the training commands call it once,
+    before they read any data."""
+    warning = precision_warning(precision, device)
+    if warning:
+        logger.warning(warning)
 
 
 def forward_precision(cfg: TrainConfig):

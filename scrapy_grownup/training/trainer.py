@@ -32,7 +32,7 @@ from .evaluate import node_f1, store_predictions, text_scores
 from .genre import GENRES, genre_corpus, genre_index, page_types
 from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
 from .holdout import holdout
-from .loop import AuxLabels, TrainConfig, precision_warning, role_class_weights, train_epoch
+from .loop import AuxLabels, TrainConfig, role_class_weights, train_epoch, warn_if_emulated
 from .roles import ROLES, role_scores, store_roles
 
 logger = logging.getLogger(__name__)
@@ -116,9 +116,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    warning = precision_warning(cfg.precision, cfg.device)
-    if warning:
-        logger.warning(warning)
+    warn_if_emulated(cfg.precision, cfg.device)
     encoder = corpus_encoder(cfg.encoder)
     limits = PageLimits()
 
