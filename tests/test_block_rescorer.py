@@ -35,6 +35,18 @@ PAGE = f"""<html><body>
 COLUMN = {name: k for k, name in enumerate(BLOCK_FEATURE_NAMES)}
 
 
+def noise_columns(rows: int) -> np.ndarray:
+    """A rescorer table of random columns on a grid of 100 values, ``score`` in 0.05-1.0.
+
+    On the grid scikit-learn bins each column by its distinct values; continuous columns
+    with block weights take its weighted-quantile binning, ~0.1 s a column (318 of them) in
+    scikit-learn 1.9, which made each of these fits half a minute."""
+    rng = np.random.default_rng(0)
+    X = (rng.integers(0, 100, (rows, len(BLOCK_FEATURE_NAMES))) / 100).astype(np.float32)
+    X[:, COLUMN["score"]] = 0.05 + 0.95 * X[:, COLUMN["score"]]
+    return X
+
+
 @pytest.fixture(scope="module")
 def page():
     return parse_page(PAGE, url="https://news.test/bridge")
@@ -246,10 +258,8 @@ def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
 
     from scrapy_grownup.training.rescorer import ablated_columns, add_arguments, fit
 
-    rng = np.random.default_rng(0)
-    X = rng.random((2000, len(BLOCK_FEATURE_NAMES))).astype(np.float32)
-    X[:, COLUMN["score"]] = rng.uniform(0.05, 1.0, 2000)
-    related = rng.random(2000) < 0.3
+    X = noise_columns(2000)
+    related = np.random.default_rng(1).random(2000) < 0.3
     X[:, COLUMN["cue_related"]] = related
     labels = ((X[:, COLUMN["score"]] > 0.5) & ~related).astype(np.float64)
     pages = [SimpleNamespace(page=object(), roots=np.arange(200), features=X[k:k + 200],
@@ -281,9 +291,7 @@ def test_fit_rescorer_max_features_lets_each_split_choose_from_a_share_of_the_co
     from scrapy_grownup.cli import main
     from scrapy_grownup.training.rescorer import add_arguments, fit
 
-    rng = np.random.default_rng(0)
-    X = rng.random((2000, len(BLOCK_FEATURE_NAMES))).astype(np.float32)
-    X[:, COLUMN["score"]] = rng.uniform(0.05, 1.0, 2000)
+    X = noise_columns(2000)
     labels = (X[:, COLUMN["score"]] > 0.5).astype(np.float64)
     pages = [SimpleNamespace(page=object(), roots=np.arange(200), features=X[k:k + 200],
                              labels=labels[k:k + 200], record=None)
