@@ -198,6 +198,13 @@ def spiders():
     return {cls.name: cls for cls in (FollowSpider, IndexSpider, OwnItemsSpider)}
 
 
+# An expression for a child process's own peak resident memory in kB. ``ru_maxrss`` will
+# not do: Linux carries the parent's high-water mark across fork and exec, so a child of a
+# pytest process that has loaded models reports the parent's peak (1-2 GB), not its own.
+PEAK_RSS_KB = ("int(next(line for line in open('/proc/self/status') "
+               "if line.startswith('VmHWM:')).split()[1])")
+
+
 def child_env() -> dict:
     """Environment of a test's child process: one thread per library, offline, the repository
     importable."""
