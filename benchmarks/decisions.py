@@ -21,7 +21,7 @@ from scrapy_grownup.dom import parse_page  # noqa: E402
 from scrapy_grownup.refine import content_mask  # noqa: E402
 
 ARMS = {"previous": dict(container=False, repeats=False, adaptive=False, headline=False,
-                         notices=False, copies=False),
+                         notices=False, copies=False, fallback=False),
         "shipped": {},
         "shipped_without_notices": dict(notices=False),  # what the embed-notice rule costs
         "shipped_without_copies": dict(copies=False),  # what the hidden-copy rule costs

@@ -286,14 +286,16 @@ def rescored_article(page: PageStructure, probs, rescorer, threshold: float, res
                      **decisions) -> tuple[np.ndarray, np.ndarray, float]:
     """``(keep, scores, cut-off)``: the nodes an article keeps from ``rescorer``'s
     probabilities (``rescored``, computed here when not given) with its page-level decisions,
-    and the scores and cut-off they were taken from; where those keep no text at all but the
-    content model found some, the content model's own article (``probs`` at its threshold).
+    and the scores and cut-off they were taken from; where those keep no text at all, the
+    content model's own article (``probs`` at its threshold, with its ``fallback``).
     The trees judge blocks by what other sites' pages taught them and can drop the one short
     block of a small page (Readability's test page with a title unlike its ``<h1>``): an
     empty article is the worst answer to a page the content model reads."""
     if rescored is None:
         rescored = rescorer.rescore(page, probs)
-    keep = article_mask(page, rescored, threshold, **{**rescorer.decisions, **decisions})
+    # the page's prose is the last resort, after the content model's own article
+    keep = article_mask(page, rescored, threshold,
+                        **{**rescorer.decisions, **decisions, "fallback": False})
     if keeps_text(page, keep):
         return keep, rescored, threshold
     own = {k: v for k, v in decisions.items() if k not in rescorer.decisions}

@@ -19,6 +19,9 @@ The page-level decisions follow, each measured across sites (docs/accuracy.md, "
   (``BlockRescorer.decisions``); the content model alone measured better with the first.
   The cut-off drops below the threshold only on a page that has a block within
   ``LOWERING_MARGIN`` of it (``lowers_cut``): a page of nothing but boilerplate keeps nothing.
+  A page that keeps nothing but has prose (three or more long, visible paragraphs of little
+  link text outside its navigation, header and footer: ``page_prose``) keeps that prose
+  instead, so a page the model cannot read is not lost.
 - ``main_container``: most of a page's content sits in one element (the article, the thread,
   the product). Kept blocks outside the deepest element that holds most of the kept text are
   dropped unless the model is sure of them: teaser rails, consent boxes and footers that scored
@@ -56,6 +59,7 @@ import re
 import numpy as np
 
 from .dom import PageStructure
+from .layout import ARIA_ROLES, LANDMARK_TAGS
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, inherit, subtree_sum
 
@@ -68,6 +72,10 @@ LOWERING_MARGIN = 0.2  # ... and drops below it only on a page with a block with
 HIDDEN_COPY_WORDS = 50  # a hidden copy of the article is long ...
 HIDDEN_COPY_SHARE = 0.8  # ... and most of its word 4-grams are in the visible kept text
 NOTICE_MAX_CHARS = 600  # an embed's consent notice is a few sentences, not a paragraph of news
+# A page's prose, what a page that keeps nothing falls back to: blocks this long ...
+PROSE_MIN_CHARS = 100
+PROSE_MAX_LINK_SHARE = 0.3  # ... with less of their text in links ...
+PROSE_MIN_BLOCKS = 3   # ... and at least this many of them on the page
 # An embed notice names external content (de, en, fr, es, it, nl) ...
 _EXTERNAL_CONTENT = re.compile(
     r"externe[nr]? inhalte?|external content|third[- ]party (?:content|provider)|"
@@ -96,7 +104,7 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  repeats: bool = True, adaptive: bool = True,
                  headline: bool = True, byline: bool = True, notices: bool = True,
                  band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes",
-                 copies: bool = True) -> np.ndarray:
+                 copies: bool = True, fallback: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
@@ -104,8 +112,9 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     notices dropped (``notices``), the headline left to the title (``headline``) and the
     byline and date to their fields (``byline``), and optionally refined to the largest
     content group (``refine``); the cut-off drops below ``threshold`` only where
-    ``lowers_cut``. ``cut_weight``: how ``page_threshold`` weighs the page's scores
-    (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
+    ``lowers_cut``. Where all that keeps no text, the page's prose (``page_prose``, each
+    repeated block once) when ``fallback``. ``cut_weight``: how ``page_threshold`` weighs
+    the page's scores (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
@@ -132,6 +141,10 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = without_headline(page, keep)
     if byline:
         keep = without_byline(page, keep, block=block, lengths=lengths)
+    if fallback and not (keep & (lengths > 0)).any():
+        block = block_of(page, levels) if block is None else block
+        keep = drop_repeated_blocks(page, page_prose(page, block, lengths, levels),
+                                    block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
 
 
@@ -221,6 +234,49 @@ def lowers_cut(scores: np.ndarray, lengths: np.ndarray, threshold: float,
     Such a page keeps nothing (and in a crawl its item is dropped as empty)."""
     owners = lengths > 0
     return bool(owners.any()) and float(np.max(scores[owners])) >= threshold - margin
+
+
+_CHROME_TAGS = frozenset(LANDMARK_TAGS)
+_CHROME_ROLES = frozenset(ARIA_ROLES) - {"main"}
+
+
+def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
+               levels: list[np.ndarray]) -> np.ndarray:
+    """bool [n]: the text-owning nodes of the page's prose: blocks (``block_of``) of
+    ``PROSE_MIN_CHARS`` characters or more, under ``PROSE_MAX_LINK_SHARE`` of them link text,
+    shown, and outside the page's navigation, header, footer, asides, forms and menus (tags
+    and ARIA roles); none unless the page has ``PROSE_MIN_BLOCKS`` such blocks.
+
+    The last resort of a page whose scores keep nothing. The content model can score every
+    block of a page unlike its training sites under 0.1 (a book chapter set as one paragraph
+    per printed line, a local station's topic page of teasers), and ``lowers_cut`` then keeps
+    nothing: a crawl would drop a page a reader sees as text. A shop's script-rendered shell,
+    which should keep nothing, has no such prose: its few long lines are a consent box or a
+    newsletter offer, one or two blocks."""
+    owners = lengths > 0
+    keep = np.zeros(page.num_nodes, dtype=bool)
+    if not owners.any():
+        return keep
+    flags = np.zeros((page.num_nodes, 2), dtype=bool)  # in a link; in the page's chrome
+    for i, tag in enumerate(page.tags):
+        if tag == "a":
+            flags[i, 0] = True
+        elif tag in _CHROME_TAGS:
+            flags[i, 1] = True
+    for i, values in page.attrs.items():
+        role = values.get("role")
+        if role and not _CHROME_ROLES.isdisjoint(role.lower().split()):
+            flags[i, 1] = True
+    flags = inherit(flags, page.parent.astype(np.int64), levels)
+    n = page.num_nodes
+    chars = np.bincount(block[owners], weights=lengths[owners], minlength=n)
+    linked = owners & flags[:, 0]
+    link_chars = np.bincount(block[linked], weights=lengths[linked], minlength=n)
+    prose = (chars >= PROSE_MIN_CHARS) & (link_chars < PROSE_MAX_LINK_SHARE * chars)
+    prose &= ~flags[:, 1] & ~hidden_nodes(page, levels)
+    if int(prose.sum()) < PROSE_MIN_BLOCKS:
+        return keep
+    return owners & prose[block]
 
 
 def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,

@@ -524,6 +524,68 @@ def test_a_page_of_nothing_but_boilerplate_keeps_nothing():
         "Example Group"
 
 
+def _prose_page(paragraphs: int) -> bytes:
+    """A page the model cannot read (a book chapter, a station's teasers): ``paragraphs``
+    long paragraphs in a plain ``div``, beside long text in the page's chrome, a hidden
+    paragraph, a paragraph that is mostly a link, and short lines."""
+    sentence = "The river rose through the night and the town woke to water in its streets. "
+    body = "".join(f"<p>Part {i}: {sentence * 2}<a href=/n{i}>more</a></p>"
+                   for i in range(paragraphs))
+    return (
+        "<html><body><header><p>Welcome: " + sentence * 2 + "</p></header>"
+        "<nav><a href=/>Home</a> <a href=/news>News</a></nav>"
+        "<div class=content><h2>Flood</h2>" + body +
+        "<p>Links: <a href=/x>" + sentence * 2 + "</a></p>"
+        "<p style='display:none'>Hidden: " + sentence * 2 + "</p>"
+        "<p>Short line.</p></div>"
+        "<div role=contentinfo><p>About us: " + sentence * 2 + "</p></div>"
+        "<footer><p>Imprint: " + sentence * 2 + "</p></footer></body></html>").encode()
+
+
+def test_a_page_that_keeps_nothing_but_has_prose_keeps_its_prose():
+    """Scores under 0.1 everywhere keep nothing (``lowers_cut``); a page with three or more
+    long, visible paragraphs of little link text outside its chrome keeps those instead, so
+    a crawl does not drop it; with two, or with ``fallback=False``, it keeps nothing."""
+    from scrapy_grownup.refine import PROSE_MIN_BLOCKS
+
+    page = parse_page(_prose_page(3))
+    probs = _scored(page, default=0.03)
+    kept = assemble_text(page, content_mask(page, probs, 0.5))
+    assert PROSE_MIN_BLOCKS == 3
+    assert [line.split(":")[0] for line in kept.splitlines()] == ["Part 0", "Part 1", "Part 2"]
+    assert kept.splitlines()[0].endswith("streets. more")  # a block is kept with its link
+    assert assemble_text(page, content_mask(page, probs, 0.5, fallback=False)) == ""
+    two = parse_page(_prose_page(2))
+    assert assemble_text(two, content_mask(two, _scored(two, default=0.03), 0.5)) == ""
+    # the shell page of a shop has no prose: it keeps nothing still
+    shell = parse_page(SHELL_PAGE)
+    assert assemble_text(shell, content_mask(shell, _scored(shell, default=0.02), 0.5)) == ""
+    # a page whose scores keep something never reaches the fallback
+    probs = _scored(page, default=0.03, Short=0.9)
+    assert assemble_text(page, content_mask(page, probs, 0.5)) == "Short line."
+
+
+def test_the_prose_fallback_comes_after_the_content_models_own_article():
+    """Where the rescorer's trees keep nothing, the content model's article is next; the
+    page's prose only where that keeps nothing too."""
+    from types import SimpleNamespace
+
+    from scrapy_grownup.assembly import rescored_article_mask
+
+    page = parse_page(_prose_page(3))
+    trees = SimpleNamespace(rescore=lambda page, probs: np.full(page.num_nodes, 0.02),
+                            decisions={"container": False, "band": 0.3,
+                                       "cut_weight": "block-chars"},
+                            feature_threshold=0.4)
+    own = _scored(page, default=0.03, Short=0.9)
+    assert assemble_text(page, rescored_article_mask(page, own, trees, 0.5)) == "Short line."
+    nothing = _scored(page, default=0.03)
+    prose = assemble_text(page, rescored_article_mask(page, nothing, trees, 0.5))
+    assert prose.startswith("Part 0:") and len(prose.splitlines()) == 3
+    assert assemble_text(page, rescored_article_mask(page, nothing, trees, 0.5,
+                                                     fallback=False)) == ""
+
+
 def _schedule_page():
     """A news story beside a long results widget and a menu (vg.no's Olympics pages): four
     long paragraphs, 60 short event blocks whose text sits in inline spans, 150 menu items."""

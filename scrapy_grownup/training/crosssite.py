@@ -229,6 +229,7 @@ class Variant:
     byline: bool = True       # the byline and date left to their fields
     notices: bool = True      # embeds' consent notices dropped
     copies: bool = True       # hidden copies of the kept text dropped
+    fallback: bool = True     # a page that keeps nothing keeps its prose
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
     rescore: bool = True      # the model's block rescorer, when it has one
@@ -244,6 +245,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -byline", byline=False),
     Variant("grownup -notices", notices=False),
     Variant("grownup -copies", copies=False),
+    Variant("grownup -fallback", fallback=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -286,7 +288,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
         options = {"refine": variant.refine, "blocks": variant.blocks,
                    "repeats": variant.repeats, "adaptive": variant.adaptive,
                    "headline": variant.headline, "byline": variant.byline,
-                   "notices": variant.notices, "copies": variant.copies}
+                   "notices": variant.notices, "copies": variant.copies,
+                   "fallback": variant.fallback}
         texts = []
         for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
             if p is None:
