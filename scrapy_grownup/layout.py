@@ -16,20 +16,30 @@ import numpy as np
 
 from .tree import depth_levels, inherit, subtree_sum
 
-__all__ = ["ARIA_ROLES", "LANDMARK_TAGS", "LAYOUT_BLOCKS", "LAYOUT_DIM", "layout_features"]
+__all__ = ["ARIA_ROLES", "LAYOUT_BLOCKS", "LAYOUT_DIM", "layout_column", "layout_features"]
 
-LANDMARK_TAGS = ("nav", "header", "footer", "aside", "form", "menu")
+_LANDMARK_TAGS = ("nav", "header", "footer", "aside", "form", "menu")
 ARIA_ROLES = ("navigation", "banner", "contentinfo", "complementary", "main")
 _MAIN_TAGS = ("article", "main")
 LAYOUT_BLOCKS: tuple[tuple[str, int], ...] = (
     ("subtree_text", 1), ("link_density", 1), ("in_link", 1), ("text_density", 1),
     ("punctuation", 1), ("sentences", 1), ("position", 1), ("relative_depth", 1),
-    ("text_share", 1), ("landmark", len(LANDMARK_TAGS)), ("aria_role", len(ARIA_ROLES)),
+    ("text_share", 1), ("landmark", len(_LANDMARK_TAGS)), ("aria_role", len(ARIA_ROLES)),
     ("article_body", 1), ("main", len(_MAIN_TAGS)), ("hidden", 1),
 )
 LAYOUT_DIM = sum(size for _, size in LAYOUT_BLOCKS)
 _PUNCT = re.compile(r"[^\w\s]")
 _SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
+
+
+def layout_column(name: str) -> slice:
+    """The columns of ``layout_features`` that block ``name`` of ``LAYOUT_BLOCKS`` fills."""
+    start = 0
+    for block, size in LAYOUT_BLOCKS:
+        if block == name:
+            return slice(start, start + size)
+        start += size
+    raise KeyError(name)
 
 
 def layout_features(page) -> np.ndarray:
@@ -48,15 +58,15 @@ def layout_features(page) -> np.ndarray:
         punct[i] = len(_PUNCT.findall(text))
         sentences[i] = len(_SENTENCE_END.findall(text))
     attrs = page.attrs
-    flags = np.zeros((n, 3 + len(LANDMARK_TAGS) + len(ARIA_ROLES) + len(_MAIN_TAGS)),
+    flags = np.zeros((n, 3 + len(_LANDMARK_TAGS) + len(ARIA_ROLES) + len(_MAIN_TAGS)),
                      dtype=bool)
     hidden_column = flags.shape[1] - 1
-    tag_column = {tag: 1 + k for k, tag in enumerate(LANDMARK_TAGS)}
-    tag_column.update({tag: 2 + len(LANDMARK_TAGS) + len(ARIA_ROLES) + k
+    tag_column = {tag: 1 + k for k, tag in enumerate(_LANDMARK_TAGS)}
+    tag_column.update({tag: 2 + len(_LANDMARK_TAGS) + len(ARIA_ROLES) + k
                        for k, tag in enumerate(_MAIN_TAGS)})
     tag_column["a"] = 0
-    role_column = {role: 1 + len(LANDMARK_TAGS) + k for k, role in enumerate(ARIA_ROLES)}
-    body_column = 1 + len(LANDMARK_TAGS) + len(ARIA_ROLES)
+    role_column = {role: 1 + len(_LANDMARK_TAGS) + k for k, role in enumerate(ARIA_ROLES)}
+    body_column = 1 + len(_LANDMARK_TAGS) + len(ARIA_ROLES)
     for i, tag in enumerate(tags):
         column = tag_column.get(tag)
         if column is not None:

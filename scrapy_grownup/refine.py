@@ -59,7 +59,7 @@ import re
 import numpy as np
 
 from .dom import PageStructure
-from .layout import ARIA_ROLES, LANDMARK_TAGS
+from .layout import ARIA_ROLES, layout_column
 from .tags import BLOCK_TAGS
 from .tree import depth_levels, inherit, subtree_sum
 
@@ -143,7 +143,7 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = without_byline(page, keep, block=block, lengths=lengths)
     if fallback and not (keep & (lengths > 0)).any():
         block = block_of(page, levels) if block is None else block
-        keep = drop_repeated_blocks(page, page_prose(page, block, lengths, levels),
+        keep = drop_repeated_blocks(page, page_prose(page, block, lengths),
                                     block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
 
@@ -236,16 +236,16 @@ def lowers_cut(scores: np.ndarray, lengths: np.ndarray, threshold: float,
     return bool(owners.any()) and float(np.max(scores[owners])) >= threshold - margin
 
 
-_CHROME_TAGS = frozenset(LANDMARK_TAGS)
-_CHROME_ROLES = frozenset(ARIA_ROLES) - {"main"}
+# the page's chrome: every landmark role but ``main`` (its landmark tags are all chrome)
+_CHROME_ROLES = [k for k, role in enumerate(ARIA_ROLES) if role != "main"]
 
 
-def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
-               levels: list[np.ndarray]) -> np.ndarray:
+def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """bool [n]: the text-owning nodes of the page's prose: blocks (``block_of``) of
     ``PROSE_MIN_CHARS`` characters or more, under ``PROSE_MAX_LINK_SHARE`` of them link text,
     shown, and outside the page's navigation, header, footer, asides, forms and menus (tags
-    and ARIA roles); none unless the page has ``PROSE_MIN_BLOCKS`` such blocks.
+    and ARIA roles), as ``page.layout`` flags them; none unless the page has
+    ``PROSE_MIN_BLOCKS`` such blocks.
 
     The last resort of a page whose scores keep nothing. The content model can score every
     block of a page unlike its training sites under 0.1 (a book chapter set as one paragraph
@@ -257,23 +257,17 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
     keep = np.zeros(page.num_nodes, dtype=bool)
     if not owners.any():
         return keep
-    flags = np.zeros((page.num_nodes, 2), dtype=bool)  # in a link; in the page's chrome
-    for i, tag in enumerate(page.tags):
-        if tag == "a":
-            flags[i, 0] = True
-        elif tag in _CHROME_TAGS:
-            flags[i, 1] = True
-    for i, values in page.attrs.items():
-        role = values.get("role")
-        if role and not _CHROME_ROLES.isdisjoint(role.lower().split()):
-            flags[i, 1] = True
-    flags = inherit(flags, page.parent.astype(np.int64), levels)
+    layout = page.layout  # its flags are inherited from ancestors
+    in_link = layout[:, layout_column("in_link")][:, 0] > 0
+    chrome = layout[:, layout_column("landmark")].any(axis=1)
+    chrome |= layout[:, layout_column("aria_role")][:, _CHROME_ROLES].any(axis=1)
+    shown = layout[:, layout_column("hidden")][:, 0] == 0
     n = page.num_nodes
     chars = np.bincount(block[owners], weights=lengths[owners], minlength=n)
-    linked = owners & flags[:, 0]
+    linked = owners & in_link
     link_chars = np.bincount(block[linked], weights=lengths[linked], minlength=n)
     prose = (chars >= PROSE_MIN_CHARS) & (link_chars < PROSE_MAX_LINK_SHARE * chars)
-    prose &= ~flags[:, 1] & ~hidden_nodes(page, levels)
+    prose &= shown & ~chrome
     if int(prose.sum()) < PROSE_MIN_BLOCKS:
         return keep
     return owners & prose[block]

@@ -656,7 +656,7 @@ def test_bag_of_words_metric():
 
 
 def test_layout_features_measure_link_density_landmarks_and_position():
-    from scrapy_grownup.layout import LAYOUT_BLOCKS, LAYOUT_DIM, layout_features
+    from scrapy_grownup.layout import LAYOUT_BLOCKS, LAYOUT_DIM, layout_column, layout_features
 
     page = parse_page(
         b"<html><body><nav role=navigation><ul><li><a href=/a>Home page link</a></li></ul></nav>"
@@ -665,11 +665,8 @@ def test_layout_features_measure_link_density_landmarks_and_position():
         b"<footer><p>(c) 2026</p></footer></body></html>")
     f = layout_features(page)
     assert f.shape == (page.num_nodes, LAYOUT_DIM) and f.dtype == np.float32
-    col = {}
-    start = 0
-    for name, size in LAYOUT_BLOCKS:
-        col[name] = start
-        start += size
+    col = {name: layout_column(name).start for name, _ in LAYOUT_BLOCKS}
+    assert layout_column("landmark") == slice(9, 15) and layout_column("hidden").stop == LAYOUT_DIM
     nav, li = _node(page, "nav"), _node(page, "li")
     body_div, footer_p = _node(page, "div"), _node(page, "p", 2)
     assert f[li, col["link_density"]] == 1.0                  # all of its text is a link
