@@ -19,6 +19,7 @@ share, so that both read the same way from the same kept nodes:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +27,8 @@ from .dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
 from .refine import content_mask
 
 __all__ = ["run_separators", "pre_roots", "pre_text", "DataTable", "data_tables", "table_text",
-           "text_units", "article_mask", "complete_blocks", "LAYOUT_CONTENT", "MAX_CELL_CHARS"]
+           "text_units", "article_mask", "rescored_article", "model_article", "ArticleChoice",
+           "TEXT_SOURCES", "complete_blocks", "LAYOUT_CONTENT", "MAX_CELL_CHARS"]
 
 # Block content that makes a table a layout table rather than data.
 LAYOUT_CONTENT = frozenset({"table", "p", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -275,19 +277,34 @@ def article_mask(page: PageStructure, scores, threshold: float, **decisions) -> 
     return complete_blocks(page, content_mask(page, scores, threshold, **decisions))
 
 
+class ArticleChoice(NamedTuple):
+    """The nodes an article keeps (``keep``), the scores and cut-off they were taken from,
+    and which of the extractor's paths chose them (``source``, one of ``TEXT_SOURCES``)."""
+
+    keep: np.ndarray
+    scores: np.ndarray
+    threshold: float
+    source: str
+
+
+# Which path chose an article's text, in the order they are tried: the rescorer's trees, the
+# content model's own scores, the page's prose (``refine.page_prose``), or none of them.
+TEXT_SOURCES = ("rescorer", "content_model", "prose", "none")
+
+
 def rescored_article_mask(page: PageStructure, probs, rescorer, threshold: float,
                           rescored=None, **decisions) -> np.ndarray:
     """The nodes an article keeps from ``rescorer``'s probabilities: ``rescored_article``'s
     mask."""
-    return rescored_article(page, probs, rescorer, threshold, rescored, **decisions)[0]
+    return rescored_article(page, probs, rescorer, threshold, rescored, **decisions).keep
 
 
 def rescored_article(page: PageStructure, probs, rescorer, threshold: float, rescored=None,
-                     **decisions) -> tuple[np.ndarray, np.ndarray, float]:
-    """``(keep, scores, cut-off)``: the nodes an article keeps from ``rescorer``'s
-    probabilities (``rescored``, computed here when not given) with its page-level decisions,
-    and the scores and cut-off they were taken from; where those keep no text at all, the
-    content model's own article (``probs`` at its threshold, with its ``fallback``).
+                     **decisions) -> ArticleChoice:
+    """The nodes an article keeps from ``rescorer``'s probabilities (``rescored``, computed
+    here when not given) with its page-level decisions; where those keep no text at all, the
+    content model's own article (``model_article``: ``probs`` at its threshold, then the
+    page's prose).
     The trees judge blocks by what other sites' pages taught them and can drop the one short
     block of a small page (Readability's test page with a title unlike its ``<h1>``): an
     empty article is the worst answer to a page the content model reads."""
@@ -297,10 +314,23 @@ def rescored_article(page: PageStructure, probs, rescorer, threshold: float, res
     keep = article_mask(page, rescored, threshold,
                         **{**rescorer.decisions, **decisions, "fallback": False})
     if keeps_text(page, keep):
-        return keep, rescored, threshold
+        return ArticleChoice(keep, rescored, threshold, "rescorer")
     own = {k: v for k, v in decisions.items() if k not in rescorer.decisions}
-    return (article_mask(page, probs, rescorer.feature_threshold, **own), probs,
-            rescorer.feature_threshold)
+    return model_article(page, probs, rescorer.feature_threshold, **own)
+
+
+def model_article(page: PageStructure, probs, threshold: float, **decisions) -> ArticleChoice:
+    """The content model's article (``article_mask`` of ``probs``); where its scores keep no
+    text, the page's prose (unless ``fallback=False``), and ``source`` says which."""
+    keep = article_mask(page, probs, threshold, **{**decisions, "fallback": False})
+    if keeps_text(page, keep):
+        return ArticleChoice(keep, probs, threshold, "content_model")
+    if decisions.get("fallback", True):
+        # rare (pages whose scores keep nothing): the same decisions again, with the prose
+        prose = article_mask(page, probs, threshold, **decisions)
+        if keeps_text(page, prose):
+            return ArticleChoice(prose, probs, threshold, "prose")
+    return ArticleChoice(keep, probs, threshold, "none")
 
 
 def keeps_text(page: PageStructure, keep) -> bool:

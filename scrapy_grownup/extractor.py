@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .alignment import assemble_text
-from .assembly import article_mask, rescored_article_mask
+from .assembly import model_article, rescored_article
 from .article import Article
 from .dom import PageStructure, parse_page
 from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
@@ -309,10 +309,10 @@ class ArticleExtractor:
 
         # code blocks and data tables whole, so text and Markdown never show half of one
         options = {"refine": self.refine if refine is None else refine, "adaptive": self.adaptive}
-        if self.rescorer is not None:
-            keep = rescored_article_mask(page, scores, self.rescorer, self.threshold, **options)
-        else:
-            keep = article_mask(page, scores, self.threshold, **options)
+        choice = rescored_article(page, scores, self.rescorer, self.threshold, **options) \
+            if self.rescorer is not None else \
+            model_article(page, scores, self.threshold, **options)
+        keep = choice.keep
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
         if outputs is not None and outputs.get("roles") is not None:
@@ -329,6 +329,7 @@ class ArticleExtractor:
             truncated=list(page.truncated),
             content_nodes=int(keep.sum()),
             nodes=page.num_nodes,
+            text_source=choice.source,
         )
         if "markdown" not in fields:  # built when first read
             article.defer_markdown(markdown_builder(page, keep))

@@ -77,9 +77,9 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
     threshold = extractor.threshold
     rescorer = getattr(extractor, "rescorer", None)
     if rescorer is not None:  # the scores and cut-off the article is taken from
-        _, scores, threshold = rescored_article(page, scores, rescorer, threshold,
-                                                refine=extractor.refine,
-                                                adaptive=extractor.adaptive)
+        _, scores, threshold, _ = rescored_article(page, scores, rescorer, threshold,
+                                                   refine=extractor.refine,
+                                                   adaptive=extractor.adaptive)
     root = parse_tree(body, limits=extractor.featurizer.limits)[0]
     owns_text = [bool(t) for t in page.node_text]
     kept = 0

@@ -17,7 +17,7 @@ from .article import Article
 
 logger = logging.getLogger(__name__)
 # Article fields that describe the extraction, not the page: kept off items.
-INTERNAL_FIELDS = ("content_nodes", "nodes")
+INTERNAL_FIELDS = ("content_nodes", "nodes", "text_source")
 EXTRA_FIELDS = ("model_version", "timing")
 
 

@@ -68,6 +68,8 @@ class ArticlePipeline(RuntimeComponent):
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
         batch_ms = 1000.0 * (time.perf_counter() - start)
         runtime.record_batch_stats()
+        if article.text_source:  # "prose": pages of a site the model cannot read
+            runtime.inc(f"text_source/{article.text_source}")
         settings = runtime.settings
         if settings.page_types and article.page_type not in settings.page_types:
             raise self._drop("page_type", claim.url,

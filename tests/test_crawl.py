@@ -9,6 +9,7 @@ import time
 import pytest
 
 from example_project.news_site import STORIES, serve
+from scrapy_grownup.assembly import TEXT_SOURCES
 from tests.crawl_support import NUM_STORIES, read_results, run_crawl, serve_slowly, \
     write_test_site
 
@@ -45,6 +46,12 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
     dropped = grownup(stats, "dropped")
     assert stats.get("grownup/items", 0) + sum(dropped.values()) == html_pages
     assert len(items) == stats["grownup/items"]
+    # each article the model process returned is counted once by the path that chose its text
+    sources = grownup(stats, "text_source")
+    assert sources.get("rescorer", 0) >= len(kinds["story"])  # fast's trees read stories
+    assert set(sources) <= set(TEXT_SOURCES)
+    assert sum(sources.values()) == stats["grownup/items"] + sum(
+        dropped.get(reason, 0) for reason in ("no_content", "short_text", "page_type"))
     # one item per response: the start page is fetched twice (a start request skips the
     # duplicate filter, so a link back to it is fetched again) and gives two items; no other
     # page is fetched twice

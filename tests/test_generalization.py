@@ -570,7 +570,7 @@ def test_the_prose_fallback_comes_after_the_content_models_own_article():
     page's prose only where that keeps nothing too."""
     from types import SimpleNamespace
 
-    from scrapy_grownup.assembly import rescored_article_mask
+    from scrapy_grownup.assembly import model_article, rescored_article, rescored_article_mask
 
     page = parse_page(_prose_page(3))
     trees = SimpleNamespace(rescore=lambda page, probs: np.full(page.num_nodes, 0.02),
@@ -584,6 +584,15 @@ def test_the_prose_fallback_comes_after_the_content_models_own_article():
     assert prose.startswith("Part 0:") and len(prose.splitlines()) == 3
     assert assemble_text(page, rescored_article_mask(page, nothing, trees, 0.5,
                                                      fallback=False)) == ""
+    # and each article says which path chose it
+    assert rescored_article(page, own, trees, 0.5).source == "content_model"
+    assert rescored_article(page, nothing, trees, 0.5).source == "prose"
+    assert rescored_article(page, nothing, trees, 0.5, fallback=False).source == "none"
+    assert model_article(page, nothing, 0.5).source == "prose"
+    assert model_article(page, own, 0.5).source == "content_model"
+    kept = _scored(page, default=0.9)
+    assert rescored_article(page, kept, SimpleNamespace(**{**vars(trees), "rescore": lambda
+                            page, probs: probs}), 0.5).source == "rescorer"
 
 
 def _schedule_page():
