@@ -21,10 +21,11 @@ from scrapy_grownup.dom import parse_page  # noqa: E402
 from scrapy_grownup.refine import content_mask  # noqa: E402
 
 ARMS = {"previous": dict(container=False, repeats=False, adaptive=False, headline=False,
-                         notices=False, copies=False, fallback=False),
+                         notices=False, copies=False, fallback=False, dialogs=False),
         "shipped": {},
         "shipped_without_notices": dict(notices=False),  # what the embed-notice rule costs
         "shipped_without_copies": dict(copies=False),  # what the hidden-copy rule costs
+        "shipped_without_dialogs": dict(dialogs=False),  # what the dialog rule costs
         # the cut-off rule fast's rescorer file asks for: each block once, by its characters
         "block_chars_cut": dict(cut_weight="block-chars")}
 

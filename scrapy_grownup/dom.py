@@ -76,7 +76,8 @@ class PageStructure:
     # elements (a tail after ``<br>`` vs after the next empty child), which markdown needs.
     seg_pos: np.ndarray | None = None  # int32 [m]
     # The few attributes metadata and markdown read (href, rel, datetime, itemprop, ...), only
-    # for nodes that have one; see ``KEPT_ATTRIBUTES``.
+    # for nodes that have one; see ``KEPT_ATTRIBUTES`` (and ``role``, ``aria-modal`` and the
+    # hidden mark on any element).
     attrs: dict[int, dict[str, str]] = field(default_factory=dict)
     raw_text: dict[int, str] = field(default_factory=dict)  # ``<pre>`` text, whitespace kept
 
@@ -469,8 +470,11 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             if tag == "pre":
                 raw_text[idx] = "".join(el.itertext())
         role = get("role")
-        if role:  # ARIA landmarks (layout features)
+        if role:  # ARIA landmarks (layout features) and dialogs (refine.dialog_nodes)
             attrs.setdefault(idx, {})["role"] = role[:100]
+        modal = get("aria-modal")
+        if modal:
+            attrs.setdefault(idx, {})["aria-modal"] = modal[:10]
         if get(HIDDEN_MARK):
             attrs.setdefault(idx, {})["hidden"] = "1"
         itemprop = get("itemprop")

@@ -39,6 +39,10 @@ The page-level decisions follow, each measured across sites (docs/accuracy.md, "
 - ``without_hidden_copies``: a block that markup hides and that repeats the visible kept
   text (a paywall's or a schema.org block's ``display:none`` copy of the whole article) is
   dropped; other hidden blocks (tabs, accordions) stay content.
+- ``without_dialogs``: a modal dialog (``role="dialog"`` / ``"alertdialog"``,
+  ``aria-modal="true"``) is an overlay over the page: a cookie banner, a newsletter offer, a
+  privacy policy or a size chart that scripts open. Kept blocks inside one are dropped, unless
+  that would leave the page with no text.
 - ``without_embed_notices``: the consent placeholder of an embedded post or video ("An dieser
   Stelle finden Sie externen Inhalt ... mit einem Klick anzeigen lassen") sits inside the
   article, between its paragraphs, and reads like one; a short block that names external or
@@ -104,16 +108,17 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  repeats: bool = True, adaptive: bool = True,
                  headline: bool = True, byline: bool = True, notices: bool = True,
                  band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes",
-                 copies: bool = True, fallback: bool = True) -> np.ndarray:
+                 copies: bool = True, fallback: bool = True,
+                 dialogs: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), hidden copies of the kept text dropped (``copies``), embeds' consent
-    notices dropped (``notices``), the headline left to the title (``headline``) and the
-    byline and date to their fields (``byline``), and optionally refined to the largest
-    content group (``refine``); the cut-off drops below ``threshold`` only where
-    ``lowers_cut``. Where all that keeps no text, the page's prose (``page_prose``, each
-    repeated block once) when ``fallback``. ``cut_weight``: how ``page_threshold`` weighs
+    notices dropped (``notices``), blocks inside modal dialogs dropped (``dialogs``), the
+    headline left to the title (``headline``) and the byline and date to their fields
+    (``byline``), and optionally refined to the largest content group (``refine``); the
+    cut-off drops below ``threshold`` only where ``lowers_cut``. Where all that keeps no
+    text, the page's prose (``page_prose``, each repeated block once) when ``fallback``. ``cut_weight``: how ``page_threshold`` weighs
     the page's scores (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
@@ -137,6 +142,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = without_hidden_copies(page, keep, block=block, lengths=lengths, levels=levels)
     if notices:
         keep = without_embed_notices(page, keep, block=block, lengths=lengths)
+    if dialogs:
+        keep = without_dialogs(page, keep, lengths=lengths, levels=levels)
     if headline:
         keep = without_headline(page, keep)
     if byline:
@@ -261,6 +268,7 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> n
     in_link = layout[:, layout_column("in_link")][:, 0] > 0
     chrome = layout[:, layout_column("landmark")].any(axis=1)
     chrome |= layout[:, layout_column("aria_role")][:, _CHROME_ROLES].any(axis=1)
+    chrome |= dialog_nodes(page)  # a consent or newsletter overlay's text is not prose
     shown = layout[:, layout_column("hidden")][:, 0] == 0
     n = page.num_nodes
     chars = np.bincount(block[owners], weights=lengths[owners], minlength=n)
@@ -464,6 +472,43 @@ def hidden_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) ->
         return hidden
     levels = depth_levels(page.depth) if levels is None else levels
     return inherit(hidden, page.parent.astype(np.int64), levels)
+
+
+# ARIA roles of a dialog; ``aria-modal="true"`` marks a modal one under any role
+DIALOG_ROLES = frozenset({"dialog", "alertdialog"})
+
+
+def dialog_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """bool [n]: the nodes inside an ARIA dialog (a ``role`` in ``DIALOG_ROLES``, or
+    ``aria-modal="true"``), the dialog's own element included."""
+    dialog = np.zeros(page.num_nodes, dtype=bool)
+    for i, values in page.attrs.items():
+        if (values.get("aria-modal") or "").strip().lower() == "true" or \
+                not DIALOG_ROLES.isdisjoint((values.get("role") or "").lower().split()):
+            dialog[i] = True
+    if not dialog.any():
+        return dialog
+    levels = depth_levels(page.depth) if levels is None else levels
+    return inherit(dialog, page.parent.astype(np.int64), levels)
+
+
+def without_dialogs(page: PageStructure, keep: np.ndarray, lengths: np.ndarray | None = None,
+                    levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """``keep`` without the nodes inside ARIA dialogs (``dialog_nodes``), unless that leaves
+    no text. A modal is an overlay a script opens over the page: a consent banner, a
+    newsletter offer, a refund or privacy policy, a size chart. Served in the HTML, closed,
+    it reads like content, and the content model can score a shop's whole privacy policy
+    0.9 (allbirds.com). A ``<dialog>`` element without ``open`` is already hidden
+    (``visibility``); ARIA dialogs are plain elements that only scripts show or hide. Where the
+    page's only kept text is in a dialog, it stays: a dialog that is the page (a post opened
+    as a modal) is better kept than an empty article."""
+    keep = np.asarray(keep, dtype=bool)
+    inside = dialog_nodes(page, levels)
+    if not (keep & inside).any():
+        return keep
+    lengths = page.text_lengths() if lengths is None else lengths
+    out = keep & ~inside
+    return out if (out & (lengths > 0)).any() else keep
 
 
 _WORD = re.compile(r"\w+")

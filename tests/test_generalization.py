@@ -422,6 +422,59 @@ def test_embed_consent_notices_leave_the_text():
     assert not without_embed_notices(page, nothing).any()
 
 
+DIALOG_PAGE = (
+    "<html><body><article><h1>Wool Runner</h1>"
+    "<p>Our Wool Runner combines soft merino wool with cloud-like comfort for every day.</p>"
+    "<p>Machine washable, and made with responsibly sourced materials from end to end.</p>"
+    "</article>"
+    "<div id=modal-privacy aria-modal=true class='fixed inset-0'><h2>Privacy policy</h2>"
+    "<p>Privacy terms: we may collect certain information automatically through our "
+    "services, and share it with our partners for advertising.</p></div>"
+    "<div role=dialog aria-label=cookies><p>Cookie notice: we use cookies to improve your "
+    "experience of our site; accept all cookies or manage your settings.</p></div>"
+    "<div role='alertdialog presentation'><p>Size chart alert: sizes run one size small "
+    "in this model, so order one size up from your usual.</p></div>"
+    "<div aria-modal=false><p>Not modal: our stores are open every day of the week.</p></div>"
+    "</body></html>").encode()
+
+
+def test_kept_blocks_inside_modal_dialogs_leave_the_text():
+    """``role=dialog`` / ``alertdialog`` and ``aria-modal=true`` elements are overlays that
+    scripts open: their blocks leave the text however the model scores them, unless the
+    page's only kept text is in one."""
+    from scrapy_grownup.refine import dialog_nodes, without_dialogs
+
+    page = parse_page(DIALOG_PAGE)
+    probs = _scored(page, default=0.9)
+    text = assemble_text(page, content_mask(page, probs, 0.4, headline=False))
+    assert "Wool Runner combines" in text and "Machine washable" in text
+    assert "Not modal: our stores" in text
+    for overlay in ("Privacy policy", "Privacy terms", "Cookie notice", "Size chart alert"):
+        assert overlay not in text
+    kept = assemble_text(page, content_mask(page, probs, 0.4, headline=False, dialogs=False))
+    assert "Privacy terms" in kept and "Cookie notice" in kept and "Size chart alert" in kept
+    inside = dialog_nodes(page)
+    assert {page.tags[i] for i in np.flatnonzero(inside)} == {"div", "h2", "p"}
+    assert not inside[[i for i, t in enumerate(page.node_text) if t.startswith("Not modal")]].any()
+    # a page whose only kept text is in a dialog keeps it
+    only = _scored(page, default=0.05, Privacy=0.9)
+    keep = content_mask(page, only, 0.4, adaptive=False, headline=False)
+    assert assemble_text(page, keep).startswith("Privacy policy")
+    nothing = np.zeros(page.num_nodes, dtype=bool)
+    assert not without_dialogs(page, nothing).any()
+    plain = parse_page(b"<html><body><p>No dialog at all on this page.</p></body></html>")
+    assert not dialog_nodes(plain).any()
+
+
+def test_the_prose_fallback_leaves_a_dialogs_text_out():
+    """A consent overlay's long paragraphs are not the page's prose."""
+    sentence = "We and our partners store and read cookies on your device to measure ads. "
+    page = parse_page(("<html><body><div role=dialog>" +
+                       "".join(f"<p>Consent {i}: {sentence * 2}</p>" for i in range(4)) +
+                       "</div><p>Short line.</p></body></html>").encode())
+    assert assemble_text(page, content_mask(page, _scored(page, default=0.02), 0.5)) == ""
+
+
 def test_the_headline_goes_to_the_title_not_the_text():
     page = parse_page(CONTAINER_PAGE)
     probs = _scored(page, default=0.05, Storm=0.8, The=0.9, Fishermen=0.9, Repairs=0.9)

@@ -230,6 +230,7 @@ class Variant:
     notices: bool = True      # embeds' consent notices dropped
     copies: bool = True       # hidden copies of the kept text dropped
     fallback: bool = True     # a page that keeps nothing keeps its prose
+    dialogs: bool = True      # blocks inside ARIA dialogs dropped
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
     rescore: bool = True      # the model's block rescorer, when it has one
@@ -246,6 +247,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -notices", notices=False),
     Variant("grownup -copies", copies=False),
     Variant("grownup -fallback", fallback=False),
+    Variant("grownup -dialogs", dialogs=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -289,7 +291,7 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
                    "repeats": variant.repeats, "adaptive": variant.adaptive,
                    "headline": variant.headline, "byline": variant.byline,
                    "notices": variant.notices, "copies": variant.copies,
-                   "fallback": variant.fallback}
+                   "fallback": variant.fallback, "dialogs": variant.dialogs}
         texts = []
         for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
             if p is None:
