@@ -118,8 +118,9 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     headline left to the title (``headline``) and the byline and date to their fields
     (``byline``), and optionally refined to the largest content group (``refine``); the
     cut-off drops below ``threshold`` only where ``lowers_cut``. Where all that keeps no
-    text, the page's prose (``page_prose``, each repeated block once) when ``fallback``. ``cut_weight``: how ``page_threshold`` weighs
-    the page's scores (``CUT_WEIGHTS``; block-chars judges blocks whole)."""
+    text, the page's prose (``page_prose``, each repeated block once) when ``fallback``.
+    ``cut_weight``: how ``page_threshold`` weighs the page's scores (``CUT_WEIGHTS``;
+    block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
     lengths = page.text_lengths()
@@ -461,35 +462,39 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
     return without_blocks(page, keep, block, repeated, lengths)
 
 
+def marked_nodes(page: PageStructure, marked, levels: list[np.ndarray] | None = None
+                 ) -> np.ndarray:
+    """bool [n]: the nodes whose kept attributes (``page.attrs``) satisfy ``marked``,
+    themselves or through an ancestor."""
+    out = np.zeros(page.num_nodes, dtype=bool)
+    for i, values in page.attrs.items():
+        if marked(values):
+            out[i] = True
+    if not out.any():
+        return out
+    levels = depth_levels(page.depth) if levels is None else levels
+    return inherit(out, page.parent.astype(np.int64), levels)
+
+
 def hidden_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
     """bool [n]: the nodes that markup hides (``visibility.is_hidden``), themselves or through
     an ancestor."""
-    hidden = np.zeros(page.num_nodes, dtype=bool)
-    for i, values in page.attrs.items():
-        if values.get("hidden"):
-            hidden[i] = True
-    if not hidden.any():
-        return hidden
-    levels = depth_levels(page.depth) if levels is None else levels
-    return inherit(hidden, page.parent.astype(np.int64), levels)
+    return marked_nodes(page, lambda values: bool(values.get("hidden")), levels)
 
 
 # ARIA roles of a dialog; ``aria-modal="true"`` marks a modal one under any role
 DIALOG_ROLES = frozenset({"dialog", "alertdialog"})
 
 
+def _is_dialog(values: dict) -> bool:
+    return (values.get("aria-modal") or "").strip().lower() == "true" or \
+        not DIALOG_ROLES.isdisjoint((values.get("role") or "").lower().split())
+
+
 def dialog_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
     """bool [n]: the nodes inside an ARIA dialog (a ``role`` in ``DIALOG_ROLES``, or
     ``aria-modal="true"``), the dialog's own element included."""
-    dialog = np.zeros(page.num_nodes, dtype=bool)
-    for i, values in page.attrs.items():
-        if (values.get("aria-modal") or "").strip().lower() == "true" or \
-                not DIALOG_ROLES.isdisjoint((values.get("role") or "").lower().split()):
-            dialog[i] = True
-    if not dialog.any():
-        return dialog
-    levels = depth_levels(page.depth) if levels is None else levels
-    return inherit(dialog, page.parent.astype(np.int64), levels)
+    return marked_nodes(page, _is_dialog, levels)
 
 
 def without_dialogs(page: PageStructure, keep: np.ndarray, lengths: np.ndarray | None = None,
