@@ -24,7 +24,7 @@ from .tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_
 from .visibility import HIDDEN_MARK, mark_hidden, remove_hidden, resolve_noscript
 
 # Bump when parsing changes which nodes or text a page yields (training caches are keyed on it).
-PARSE_VERSION = "3"
+PARSE_VERSION = "4"  # 4: a <textarea>'s text is not page text
 NUM_CHILD_POSITIONS = 32  # one-hot child index 0..30 and ">30"
 NUM_EIGENVECTORS = 32
 # Separator before a text segment: glued to the previous one, a space, or a paragraph break.
@@ -370,6 +370,20 @@ def _tag_info(raw_tag) -> tuple | None:
             KEPT_ATTRIBUTES.get(tag), font_features(tag, None, None))
 
 
+def _page_text(el):
+    """``el.itertext()`` without the text of elements whose text is not page text
+    (``NON_TEXT_TAGS``: a ``<textarea>`` inside a ``<pre>`` is an editor's copy of the code);
+    their tails are kept."""
+    if el.text:
+        yield el.text
+    for child in el:
+        info = _tag_info(child.tag)
+        if info is not None and info[3]:  # an element with page text
+            yield from _page_text(child)
+        if child.tail:
+            yield child.tail
+
+
 def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
     """One pass over the tree with lxml's ``iterwalk``: a node is recorded at its start event
     and its tail text (which belongs to its parent) is emitted at its end event, after its
@@ -468,7 +482,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             if values:
                 attrs[idx] = values
             if tag == "pre":
-                raw_text[idx] = "".join(el.itertext())
+                raw_text[idx] = "".join(_page_text(el))
         role = get("role")
         if role:  # ARIA landmarks (layout features) and dialogs (refine.dialog_nodes)
             attrs.setdefault(idx, {})["role"] = role[:100]

@@ -31,8 +31,9 @@ BLOCK_TAGS = frozenset(
 # Elements removed with their content (their tail text stays). ``noscript`` is unwrapped or
 # removed before these by ``visibility.resolve_noscript``.
 REMOVED_TAGS = ("script", "meta")
-# Elements that stay nodes but whose text is not page text (CSS, templates).
-NON_TEXT_TAGS = frozenset({"style", "template"})
+# Elements that stay nodes but whose text is not page text: CSS, templates, and a form field's
+# value (a forum's "edit post" ``<textarea>`` holds the post again as raw HTML source).
+NON_TEXT_TAGS = frozenset({"style", "template", "textarea"})
 
 
 def tag_index(tag: str) -> int:

@@ -110,6 +110,21 @@ def test_style_text_is_not_page_text():
     assert p.seg_text == ["x"]
 
 
+def test_a_form_fields_value_is_not_page_text():
+    """A forum's "edit post" box holds the post again as raw HTML source: a ``<textarea>``
+    stays a node, its value is not text, the text around it is."""
+    p = page("<html><body><p>The post, as readers see it.</p><form>"
+             "<textarea name=post_content>&lt;p&gt;The post, as readers see it.&lt;/p&gt;"
+             "</textarea>Reply below</form></body></html>")
+    assert p.node_text[node(p, "textarea")] == ""
+    assert p.seg_text == ["The post, as readers see it.", "Reply below"]
+    # an editable code block: the <pre>'s whitespace-kept text is its lines, not the editor's
+    code = page("<html><body><pre><code><textarea>x = 2\ny = 3</textarea>"
+                "<span class=line>x = 1</span>\n<span class=line>y = 2</span></code></pre>"
+                "</body></html>")
+    assert code.raw_text[node(code, "pre")] == "x = 1\ny = 2"
+
+
 def test_locator_is_positional_xpath():
     p = page("<html><body><div><p>a</p><p>b</p></div><div><span>c</span></div></body></html>")
     assert p.locator == ["/html", "/html/body[1]", "/html/body[1]/div[1]",
