@@ -370,18 +370,27 @@ def _tag_info(raw_tag) -> tuple | None:
             KEPT_ATTRIBUTES.get(tag), font_features(tag, None, None))
 
 
-def _page_text(el):
-    """``el.itertext()`` without the text of elements whose text is not page text
+def _page_text(el) -> str:
+    """``"".join(el.itertext())`` without the text of elements whose text is not page text
     (``NON_TEXT_TAGS``: a ``<textarea>`` inside a ``<pre>`` is an editor's copy of the code);
-    their tails are kept."""
-    if el.text:
-        yield el.text
-    for child in el:
+    their tails are kept. A loop, not recursion: a ``<pre>`` may nest a thousand levels."""
+    parts = [el.text or ""]
+    stack = [(iter(el), None)]
+    while stack:
+        children, owner = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if owner is not None and owner.tail:
+                parts.append(owner.tail)
+            continue
         info = _tag_info(child.tag)
-        if info is not None and info[3]:  # an element with page text
-            yield from _page_text(child)
-        if child.tail:
-            yield child.tail
+        if info is not None and info[3]:  # an element with page text: its text, then inside
+            parts.append(child.text or "")
+            stack.append((iter(child), child))
+        elif child.tail:  # a comment, or an element without page text: only its tail
+            parts.append(child.tail)
+    return "".join(parts)
 
 
 def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
@@ -482,7 +491,7 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             if values:
                 attrs[idx] = values
             if tag == "pre":
-                raw_text[idx] = "".join(_page_text(el))
+                raw_text[idx] = _page_text(el)
         role = get("role")
         if role:  # ARIA landmarks (layout features) and dialogs (refine.dialog_nodes)
             attrs.setdefault(idx, {})["role"] = role[:100]

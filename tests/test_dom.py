@@ -123,6 +123,9 @@ def test_a_form_fields_value_is_not_page_text():
                 "<span class=line>x = 1</span>\n<span class=line>y = 2</span></code></pre>"
                 "</body></html>")
     assert code.raw_text[node(code, "pre")] == "x = 1\ny = 2"
+    # read without recursion: a <pre> nesting 1,500 elements parses
+    deep = page("<html><body><pre>" + "<span>x" * 1500 + "</span>" * 1500 + "</pre></body></html>")
+    assert deep.raw_text[node(deep, "pre")] == "x" * 1500
 
 
 def test_locator_is_positional_xpath():
