@@ -39,8 +39,9 @@ class Article:
     truncated: list[str] = field(default_factory=list)
     content_nodes: int = 0
     nodes: int = 0
-    # Which path chose the text (``assembly.TEXT_SOURCES``): "rescorer", "content_model", or
-    # "prose" where the model's scores kept nothing and the page's prose was kept instead.
+    # Which path chose the text (``assembly.TEXT_SOURCES``): "rescorer", "content_model",
+    # "prose" where the model's scores kept nothing and the page's prose was kept instead, or
+    # "none" where nothing was kept.
     text_source: str = ""
     # From a model with a block-role head (None without one): the text of the elements
     # classified as user comments, and the links classified as related content.
