@@ -1,6 +1,7 @@
 """Time of turning node scores into kept nodes (``refine.content_mask``), with the page-level
 decisions `fast` ships (adaptive cut-off, main container, repeated blocks once, hidden
-copies of the kept text dropped, headline to the title), with the cut-off over blocks by
+copies of the kept text dropped, modal dialogs and screen-reader-only text dropped, headline
+to the title), with the cut-off over blocks by
 their characters (the rule the block rescorer's file asks for), and without them (the
 previous release: a fixed threshold, whole blocks), on the same scored pages. The model runs
 once per page, outside the timing. Prints one JSON line.
@@ -21,11 +22,14 @@ from scrapy_grownup.dom import parse_page  # noqa: E402
 from scrapy_grownup.refine import content_mask  # noqa: E402
 
 ARMS = {"previous": dict(container=False, repeats=False, adaptive=False, headline=False,
-                         notices=False, copies=False, fallback=False, dialogs=False),
+                         notices=False, copies=False, fallback=False, dialogs=False,
+                         screen_reader=False),
         "shipped": {},
         "shipped_without_notices": dict(notices=False),  # what the embed-notice rule costs
         "shipped_without_copies": dict(copies=False),  # what the hidden-copy rule costs
         "shipped_without_dialogs": dict(dialogs=False),  # what the dialog rule costs
+        # what the screen-reader-text rule costs
+        "shipped_without_screen_reader": dict(screen_reader=False),
         # the cut-off rule fast's rescorer file asks for: each block once, by its characters
         "block_chars_cut": dict(cut_weight="block-chars")}
 

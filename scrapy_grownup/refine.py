@@ -43,6 +43,11 @@ The page-level decisions follow, each measured across sites (docs/accuracy.md, "
   ``aria-modal="true"``) is an overlay over the page: a cookie banner, a newsletter offer, a
   privacy policy or a size chart that scripts open. Kept blocks inside one are dropped, unless
   that would leave the page with no text.
+- ``without_screen_reader_text``: text that a CSS utility class hides from the eye and leaves
+  to screen readers (``sr-only``, ``visually-hidden``, ``screen-reader-text``: "(opens in a
+  new window)", "Skip to search results", "Original price was: $24.95.", a product card's
+  name said again for its "Add to cart" button) is not what a reader of the page sees; kept
+  nodes inside such an element are dropped, unless that would leave the page with no text.
 - ``without_embed_notices``: the consent placeholder of an embedded post or video ("An dieser
   Stelle finden Sie externen Inhalt ... mit einem Klick anzeigen lassen") sits inside the
   article, between its paragraphs, and reads like one; a short block that names external or
@@ -109,12 +114,13 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
                  headline: bool = True, byline: bool = True, notices: bool = True,
                  band: float = ADAPTIVE_BAND, cut_weight: str = "log-nodes",
                  copies: bool = True, fallback: bool = True,
-                 dialogs: bool = True) -> np.ndarray:
+                 dialogs: bool = True, screen_reader: bool = True) -> np.ndarray:
     """Nodes whose content probability reaches the page's cut-off (``threshold``, adapted to
     the page within ``band`` when ``adaptive``), judged per block when ``blocks``,
     restricted to the main container (``container``), each repeated block kept once
     (``repeats``), hidden copies of the kept text dropped (``copies``), embeds' consent
-    notices dropped (``notices``), blocks inside modal dialogs dropped (``dialogs``), the
+    notices dropped (``notices``), blocks inside modal dialogs dropped (``dialogs``), text
+    for screen readers only dropped (``screen_reader``), the
     headline left to the title (``headline``) and the byline and date to their fields
     (``byline``), and optionally refined to the largest content group (``refine``); the
     cut-off drops below ``threshold`` only where ``lowers_cut``. Where all that keeps no
@@ -145,6 +151,8 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = without_embed_notices(page, keep, block=block, lengths=lengths)
     if dialogs:
         keep = without_dialogs(page, keep, lengths=lengths, levels=levels)
+    if screen_reader:
+        keep = without_screen_reader_text(page, keep, lengths=lengths, levels=levels)
     if headline:
         keep = without_headline(page, keep)
     if byline:
@@ -279,7 +287,7 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> n
     prose &= shown & ~chrome
     if int(prose.sum()) < PROSE_MIN_BLOCKS:
         return keep
-    return owners & prose[block]
+    return owners & prose[block] & ~screen_reader_nodes(page)
 
 
 def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,
@@ -509,6 +517,49 @@ def without_dialogs(page: PageStructure, keep: np.ndarray, lengths: np.ndarray |
     as a modal) is better kept than an empty article."""
     keep = np.asarray(keep, dtype=bool)
     inside = dialog_nodes(page, levels)
+    if not (keep & inside).any():
+        return keep
+    lengths = page.text_lengths() if lengths is None else lengths
+    out = keep & ~inside
+    return out if (out & (lengths > 0)).any() else keep
+
+
+# The CSS utility classes that hide an element's text from the eye but not from screen
+# readers, as ``attributes.attribute_words`` writes a class attribute: Bootstrap's and
+# Tailwind's ``sr-only``, Bootstrap 5's, Drupal's, Shopify's and GOV.UK's ``visually-hidden``,
+# HTML5 Boilerplate's and Apple's ``visuallyhidden``, WordPress's ``screen-reader-text``,
+# Drupal 7's ``element-invisible``, Foundation's ``show-for-sr``, ``a11y-hidden``,
+# ``offscreen``, Bootstrap 3's image-replacement ``text-hide``.
+_SCREEN_READER_CLASS = re.compile(
+    r"(?:^| )(?:sr only|sr text|show for sr|visually hidden|visuallyhidden|hidden visually|"
+    r"screen ?reader (?:text|only)|assistive text|element invisible|a y hidden|offscreen|"
+    r"off screen|text hide|hide text)(?: |$)")
+
+
+def screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None = None
+                        ) -> np.ndarray:
+    """bool [n]: the nodes inside an element whose class hides its text from the eye but not
+    from screen readers (``_SCREEN_READER_CLASS``), the element itself included."""
+    classes = page.class_words
+    # a page repeats a few class lists many times: each distinct one is searched once
+    hits = {words for words in set(classes) if words and _SCREEN_READER_CLASS.search(words)}
+    if not hits:
+        return np.zeros(page.num_nodes, dtype=bool)
+    out = np.fromiter((words in hits for words in classes), dtype=bool, count=page.num_nodes)
+    levels = depth_levels(page.depth) if levels is None else levels
+    return inherit(out, page.parent.astype(np.int64), levels)
+
+
+def without_screen_reader_text(page: PageStructure, keep: np.ndarray,
+                               lengths: np.ndarray | None = None,
+                               levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """``keep`` without the nodes whose text is for screen readers only
+    (``screen_reader_nodes``), unless that leaves no text. Such text sits inside kept blocks,
+    in a link's or a price's own ``<span>`` ("(opens in a new window)", "Current price is:"),
+    so judging whole blocks keeps it; a reader of the page never sees it, and a shop's grid
+    says every product's name once more for its hidden "Add to cart" label."""
+    keep = np.asarray(keep, dtype=bool)
+    inside = screen_reader_nodes(page, levels)
     if not (keep & inside).any():
         return keep
     lengths = page.text_lengths() if lengths is None else lengths

@@ -475,6 +475,63 @@ def test_the_prose_fallback_leaves_a_dialogs_text_out():
     assert assemble_text(page, content_mask(page, _scored(page, default=0.02), 0.5)) == ""
 
 
+SCREEN_READER_PAGE = (
+    "<html><body><a class='sr-only sr-only-focusable' href='#main'>Skip to main content</a>"
+    "<main id=main><h1>Desks</h1>"
+    "<p>Our standing desks rise from 60 to 125 cm at the touch of a button, "
+    "<a href='/warranty' target=_blank>see the warranty<span class=visually-hidden> "
+    "(opens in a new window)</span></a>.</p>"
+    "<ul class=grid>"
+    "<li><h2>Micke desk</h2><p>Price <span class='price'><span class=screen-reader-text>"
+    "Original price was: $99.</span> $79</span></p>"
+    "<button><span class=sr-only>Add Micke desk to cart</span>+</button></li>"
+    "<li><h2>Alex desk</h2><p>A drawer unit and a desk top in one, 132 cm wide.</p>"
+    "<span class='visuallyhidden'>Rated 4 out of 5 stars</span></li></ul>"
+    "<p class='srcset-only'>Not a screen-reader class: this sentence stays.</p>"
+    "</main></body></html>").encode()
+
+
+def test_text_for_screen_readers_only_leaves_the_text():
+    """Text inside an element with a screen-reader-only utility class (``sr-only``,
+    ``visually-hidden``, ``visuallyhidden``, ``screen-reader-text``) is not what a reader
+    sees: it leaves the kept text, the visible text of the same blocks stays, and a page whose
+    only kept text is such text keeps it."""
+    from scrapy_grownup.refine import screen_reader_nodes, without_screen_reader_text
+
+    page = parse_page(SCREEN_READER_PAGE)
+    probs = _scored(page, default=0.9)
+    text = assemble_text(page, content_mask(page, probs, 0.4, headline=False))
+    for hidden in ("Skip to main content", "opens in a new window", "Original price was",
+                   "Add Micke desk to cart", "Rated 4 out of 5"):
+        assert hidden not in text
+    for seen in ("see the warranty", "$79", "Micke desk", "A drawer unit", "this sentence stays"):
+        assert seen in text
+    kept = assemble_text(page, content_mask(page, probs, 0.4, headline=False,
+                                            screen_reader=False))
+    assert "opens in a new window" in kept and "Original price was: $99." in kept
+    inside = screen_reader_nodes(page)
+    assert {page.tags[i] for i in np.flatnonzero(inside)} == {"a", "span"}
+    # only the screen-reader text kept: it stays rather than an empty article
+    only = np.zeros(page.num_nodes, dtype=bool)
+    only[np.flatnonzero(inside)] = True
+    assert (without_screen_reader_text(page, only) == only).all()
+    nothing = np.zeros(page.num_nodes, dtype=bool)
+    assert not without_screen_reader_text(page, nothing).any()
+    plain = parse_page(b"<html><body><p class='sr-onlyish srcset'>Plain text.</p></body></html>")
+    assert not screen_reader_nodes(plain).any()
+
+
+def test_the_prose_fallback_leaves_screen_reader_text_out():
+    """A page the model cannot read keeps its prose, without the text only screen readers get."""
+    sentence = "The ferry to the island runs twice a day from the old harbour in summer. "
+    page = parse_page(("<html><body>" + "".join(
+        f"<p>Part {i}: {sentence * 2}<a href='/t'>timetable<span class=sr-only> (PDF, opens "
+        f"in a new window)</span></a></p>" for i in range(4)) + "</body></html>").encode())
+    text = assemble_text(page, content_mask(page, _scored(page, default=0.02), 0.5))
+    assert "Part 3: The ferry" in text and "timetable" in text
+    assert "opens in a new window" not in text
+
+
 def test_the_headline_goes_to_the_title_not_the_text():
     page = parse_page(CONTAINER_PAGE)
     probs = _scored(page, default=0.05, Storm=0.8, The=0.9, Fishermen=0.9, Repairs=0.9)

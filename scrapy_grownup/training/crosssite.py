@@ -231,6 +231,7 @@ class Variant:
     copies: bool = True       # hidden copies of the kept text dropped
     fallback: bool = True     # a page that keeps nothing keeps its prose
     dialogs: bool = True      # blocks inside ARIA dialogs dropped
+    screen_reader: bool = True  # text for screen readers only (sr-only classes) dropped
     refine: bool = False      # largest contiguous content group
     threshold: float | None = None  # None: the model's own (``ArticleExtractor.threshold``)
     rescore: bool = True      # the model's block rescorer, when it has one
@@ -248,6 +249,7 @@ DEFAULT_VARIANTS = (
     Variant("grownup -copies", copies=False),
     Variant("grownup -fallback", fallback=False),
     Variant("grownup -dialogs", dialogs=False),
+    Variant("grownup -screen-reader", screen_reader=False),
     Variant("grownup +drop-hidden", visibility=True),
     Variant("grownup --precision", refine=True),                   # grownup extract's presets
     Variant("grownup --recall", threshold=0.2, adaptive=False),
@@ -291,7 +293,8 @@ def model_texts(extractor, records, variants: Sequence[Variant] = DEFAULT_VARIAN
                    "repeats": variant.repeats, "adaptive": variant.adaptive,
                    "headline": variant.headline, "byline": variant.byline,
                    "notices": variant.notices, "copies": variant.copies,
-                   "fallback": variant.fallback, "dialogs": variant.dialogs}
+                   "fallback": variant.fallback, "dialogs": variant.dialogs,
+                   "screen_reader": variant.screen_reader}
         texts = []
         for (p, s), (_, r) in zip(parsed[variant.visibility], rescored[variant.visibility]):
             if p is None:
