@@ -515,13 +515,7 @@ def without_dialogs(page: PageStructure, keep: np.ndarray, lengths: np.ndarray |
     (``visibility``); ARIA dialogs are plain elements that only scripts show or hide. Where the
     page's only kept text is in a dialog, it stays: a dialog that is the page (a post opened
     as a modal) is better kept than an empty article."""
-    keep = np.asarray(keep, dtype=bool)
-    inside = dialog_nodes(page, levels)
-    if not (keep & inside).any():
-        return keep
-    lengths = page.text_lengths() if lengths is None else lengths
-    out = keep & ~inside
-    return out if (out & (lengths > 0)).any() else keep
+    return _without_unless_empty(page, keep, dialog_nodes(page, levels), lengths)
 
 
 # The CSS utility classes that hide an element's text from the eye but not from screen
@@ -558,12 +552,18 @@ def without_screen_reader_text(page: PageStructure, keep: np.ndarray,
     in a link's or a price's own ``<span>`` ("(opens in a new window)", "Current price is:"),
     so judging whole blocks keeps it; a reader of the page never sees it, and a shop's grid
     says every product's name once more for its hidden "Add to cart" label."""
+    return _without_unless_empty(page, keep, screen_reader_nodes(page, levels), lengths)
+
+
+def _without_unless_empty(page: PageStructure, keep: np.ndarray, drop: np.ndarray,
+                          lengths: np.ndarray | None) -> np.ndarray:
+    """``keep`` without the nodes of ``drop``, or ``keep`` itself where that would leave no
+    node that owns text: an empty article is worse than one that keeps such text."""
     keep = np.asarray(keep, dtype=bool)
-    inside = screen_reader_nodes(page, levels)
-    if not (keep & inside).any():
+    if not (keep & drop).any():
         return keep
     lengths = page.text_lengths() if lengths is None else lengths
-    out = keep & ~inside
+    out = keep & ~drop
     return out if (out & (lengths > 0)).any() else keep
 
 
