@@ -422,6 +422,13 @@ def test_embed_consent_notices_leave_the_text():
     assert not without_embed_notices(page, nothing).any()
 
 
+def _assert_marked_rule_guards(page, rule, marked, plain_html: bytes) -> None:
+    """A rule that drops marked nodes keeps nothing of an empty selection, and a page without
+    its markup has no marked node."""
+    assert not rule(page, np.zeros(page.num_nodes, dtype=bool)).any()
+    assert not marked(parse_page(plain_html)).any()
+
+
 DIALOG_PAGE = (
     "<html><body><article><h1>Wool Runner</h1>"
     "<p>Our Wool Runner combines soft merino wool with cloud-like comfort for every day.</p>"
@@ -460,10 +467,8 @@ def test_kept_blocks_inside_modal_dialogs_leave_the_text():
     only = _scored(page, default=0.05, Privacy=0.9)
     keep = content_mask(page, only, 0.4, adaptive=False, headline=False)
     assert assemble_text(page, keep).startswith("Privacy policy")
-    nothing = np.zeros(page.num_nodes, dtype=bool)
-    assert not without_dialogs(page, nothing).any()
-    plain = parse_page(b"<html><body><p>No dialog at all on this page.</p></body></html>")
-    assert not dialog_nodes(plain).any()
+    _assert_marked_rule_guards(page, without_dialogs, dialog_nodes,
+                               b"<html><body><p>No dialog at all on this page.</p></body></html>")
 
 
 def test_the_prose_fallback_leaves_a_dialogs_text_out():
@@ -515,10 +520,10 @@ def test_text_for_screen_readers_only_leaves_the_text():
     only = np.zeros(page.num_nodes, dtype=bool)
     only[np.flatnonzero(inside)] = True
     assert (without_screen_reader_text(page, only) == only).all()
-    nothing = np.zeros(page.num_nodes, dtype=bool)
-    assert not without_screen_reader_text(page, nothing).any()
-    plain = parse_page(b"<html><body><p class='sr-onlyish srcset'>Plain text.</p></body></html>")
-    assert not screen_reader_nodes(plain).any()
+    # class lists that only contain the letters are not screen-reader classes
+    _assert_marked_rule_guards(
+        page, without_screen_reader_text, screen_reader_nodes,
+        b"<html><body><p class='sr-onlyish srcset-only'>Plain text.</p></body></html>")
 
 
 def test_the_prose_fallback_leaves_screen_reader_text_out():
