@@ -478,10 +478,16 @@ def marked_nodes(page: PageStructure, marked, levels: list[np.ndarray] | None = 
     for i, values in page.attrs.items():
         if marked(values):
             out[i] = True
-    if not out.any():
-        return out
+    return _with_descendants(page, out, levels)
+
+
+def _with_descendants(page: PageStructure, flags: np.ndarray,
+                      levels: list[np.ndarray] | None) -> np.ndarray:
+    """``flags`` spread from each flagged node to its whole subtree."""
+    if not flags.any():
+        return flags
     levels = depth_levels(page.depth) if levels is None else levels
-    return inherit(out, page.parent.astype(np.int64), levels)
+    return inherit(flags, page.parent.astype(np.int64), levels)
 
 
 def hidden_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
@@ -539,9 +545,8 @@ def screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None = N
     hits = {words for words in set(classes) if words and _SCREEN_READER_CLASS.search(words)}
     if not hits:
         return np.zeros(page.num_nodes, dtype=bool)
-    out = np.fromiter((words in hits for words in classes), dtype=bool, count=page.num_nodes)
-    levels = depth_levels(page.depth) if levels is None else levels
-    return inherit(out, page.parent.astype(np.int64), levels)
+    return _with_descendants(page, np.fromiter((words in hits for words in classes),
+                                               dtype=bool, count=page.num_nodes), levels)
 
 
 def without_screen_reader_text(page: PageStructure, keep: np.ndarray,
