@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
-from .refine import content_mask
+from .refine import content_mask, keeps_text
 
 __all__ = ["run_separators", "pre_roots", "pre_text", "DataTable", "data_tables", "table_text",
            "text_units", "article_mask", "rescored_article", "model_article", "ArticleChoice",
@@ -331,11 +331,6 @@ def model_article(page: PageStructure, probs, threshold: float, **decisions) -> 
         if keeps_text(page, prose):
             return ArticleChoice(prose, probs, threshold, "prose")
     return ArticleChoice(keep, probs, threshold, "none")
-
-
-def keeps_text(page: PageStructure, keep) -> bool:
-    """Whether ``keep`` holds a node that owns text."""
-    return bool(np.any(np.asarray(keep, dtype=bool) & (page.text_lengths() > 0)))
 
 
 def complete_blocks(page: PageStructure, keep) -> np.ndarray:

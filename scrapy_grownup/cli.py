@@ -15,6 +15,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+from .argtypes import probability
 from .errors import GrownupError
 
 logger = logging.getLogger("scrapy_grownup.cli")
@@ -473,16 +474,6 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
 from .refine import RECALL_THRESHOLD  # noqa: E402 - with the presets' measurements
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, not {text!r}")
-    return value
-
-
 def _version() -> str:
     from . import __version__
 
@@ -526,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None,
                    help="cpu, cuda or cuda:N (default: cuda when available)")
     knob = p.add_mutually_exclusive_group()
-    knob.add_argument("--threshold", type=_probability, default=None,
+    knob.add_argument("--threshold", type=probability, default=None,
                       help="content probability an element needs to be kept, the same on "
                            "every page (default: each page's own cut-off near the model's "
                            "threshold, fast: within 0.3 of 0.5 on its rescored blocks): lower keeps "
@@ -663,7 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="save a trained model for shipping (fp16, options)")
     p.add_argument("model", help="trained model directory, e.g. runs/x/best")
     p.add_argument("--out", required=True, help="directory to write the model to")
-    p.add_argument("--threshold", type=float, default=0.5,
+    p.add_argument("--threshold", type=probability, default=0.5,
                    help="content probability cut-off the model will use (default: 0.5)")
     p.add_argument("--refine", action="store_true",
                    help="the model will keep only the largest content group by default")

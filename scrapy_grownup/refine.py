@@ -157,9 +157,9 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
         keep = without_headline(page, keep)
     if byline:
         keep = without_byline(page, keep, block=block, lengths=lengths)
-    if fallback and not (keep & (lengths > 0)).any():
+    if fallback and not keeps_text(page, keep, lengths):
         block = block_of(page, levels) if block is None else block
-        keep = drop_repeated_blocks(page, page_prose(page, block, lengths),
+        keep = drop_repeated_blocks(page, page_prose(page, block, lengths, levels),
                                     block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
 
@@ -256,12 +256,14 @@ def lowers_cut(scores: np.ndarray, lengths: np.ndarray, threshold: float,
 _CHROME_ROLES = [k for k, role in enumerate(ARIA_ROLES) if role != "main"]
 
 
-def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
+               levels: list[np.ndarray] | None = None) -> np.ndarray:
     """bool [n]: the text-owning nodes of the page's prose: blocks (``block_of``) of
     ``PROSE_MIN_CHARS`` characters or more, under ``PROSE_MAX_LINK_SHARE`` of them link text,
     shown, and outside the page's navigation, header, footer, asides, forms and menus (tags
     and ARIA roles), as ``page.layout`` flags them; none unless the page has
-    ``PROSE_MIN_BLOCKS`` such blocks.
+    ``PROSE_MIN_BLOCKS`` such blocks. ``levels``: ``depth_levels`` of the page, when the
+    caller has them.
 
     The last resort of a page whose scores keep nothing. The content model can score every
     block of a page unlike its training sites under 0.1 (a book chapter set as one paragraph
@@ -277,7 +279,8 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> n
     in_link = layout[:, layout_column("in_link")][:, 0] > 0
     chrome = layout[:, layout_column("landmark")].any(axis=1)
     chrome |= layout[:, layout_column("aria_role")][:, _CHROME_ROLES].any(axis=1)
-    chrome |= dialog_nodes(page)  # a consent or newsletter overlay's text is not prose
+    levels = depth_levels(page.depth) if levels is None else levels
+    chrome |= dialog_nodes(page, levels)  # a consent or newsletter overlay's text is not prose
     shown = layout[:, layout_column("hidden")][:, 0] == 0
     n = page.num_nodes
     chars = np.bincount(block[owners], weights=lengths[owners], minlength=n)
@@ -287,7 +290,7 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray) -> n
     prose &= shown & ~chrome
     if int(prose.sum()) < PROSE_MIN_BLOCKS:
         return keep
-    return owners & prose[block] & ~screen_reader_nodes(page)
+    return owners & prose[block] & ~screen_reader_nodes(page, levels)
 
 
 def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,
@@ -567,9 +570,15 @@ def _without_unless_empty(page: PageStructure, keep: np.ndarray, drop: np.ndarra
     keep = np.asarray(keep, dtype=bool)
     if not (keep & drop).any():
         return keep
-    lengths = page.text_lengths() if lengths is None else lengths
     out = keep & ~drop
-    return out if (out & (lengths > 0)).any() else keep
+    return out if keeps_text(page, out, lengths) else keep
+
+
+def keeps_text(page: PageStructure, keep, lengths: np.ndarray | None = None) -> bool:
+    """Whether ``keep`` holds a node that owns text (``lengths``: ``page.text_lengths()``,
+    when the caller has them)."""
+    lengths = page.text_lengths() if lengths is None else lengths
+    return bool(np.any(np.asarray(keep, dtype=bool) & (lengths > 0)))
 
 
 _WORD = re.compile(r"\w+")

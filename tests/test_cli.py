@@ -147,6 +147,21 @@ def test_extract_threshold_knob(pages, tmp_path, capsys):
     assert "--threshold" in capsys.readouterr().err
 
 
+def test_a_threshold_outside_0_and_1_is_one_line_before_any_work(tmp_path, capsys):
+    """``export --threshold`` and ``fit-rescorer --max-features`` refuse a value outside their
+    range as argparse does, one line naming the option, before a model is read."""
+    for argv, option in ((["export", str(tmp_path / "no-model"), "--out", str(tmp_path / "o"),
+                           "--threshold", "1.5"], "--threshold"),
+                         (["fit-rescorer", "--cv-dir", str(tmp_path), "--max-features", "0"],
+                          "--max-features")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert option in err and "not '" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_extract_precision_and_recall_presets(pages, tmp_path, capsys):
     from scrapy_grownup.cli import RECALL_THRESHOLD, build_parser
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..alignment import align_labels, assemble_text
+from ..argtypes import share
 from ..assembly import article_mask, rescored_article_mask
 from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
                               block_features)
@@ -59,18 +60,6 @@ def ablated_columns(groups) -> np.ndarray:
     prefixes = tuple(prefix for group in groups for prefix in FEATURE_GROUPS[group])
     return np.array([k for k, name in enumerate(BLOCK_FEATURE_NAMES)
                      if prefixes and name.startswith(prefixes)], dtype=np.int64)
-
-
-def share(text: str) -> float:
-    """A share above 0 and at most 1, for ``--max-features``."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 < value <= 1.0:  # the CLI's _probability, with 1 allowed
-        raise argparse.ArgumentTypeError(
-            f"must be a number above 0 and at most 1, not {text!r}")
-    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
