@@ -1,7 +1,8 @@
 """GROWN+UP graph neural network main-content extraction for Scrapy.
 
-Importing the package is cheap: torch, torch-geometric and sentence-transformers are imported
-only when a model or encoder is first used. Heavy names are resolved lazily below.
+Importing the package is cheap: torch (and sentence-transformers for a MiniLM model) is imported
+only when a model or encoder is first used; torch-geometric only by training. Heavy names are
+resolved lazily below.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def load_extractor(model: str, device: str | None, limits: PageLimits,
                                                      refine=refine, rescore=rescore)
         if batch_nodes is not None:  # None: the extractor's own
             extractor.batch_nodes = batch_nodes
-        # First calls import torch_geometric and build kernels: done before the crawl.
+        # First calls load lazy parts (py3langid's model, torch's kernels): done before
+        # the crawl.
         extractor.articles([parse_page(WARMUP_PAGE, url="about:warmup", limits=limits)])
         _state["extractor"] = extractor
     except Exception as exc:  # noqa: BLE001 - reported by describe() in the crawl's process

@@ -96,6 +96,93 @@ def test_graph_conv_gated_matches_naive_loop(shared):
     assert conv.lin_gate_dst.weight.shape == ((4 if shared else 12), 5)
 
 
+class PygGatedConv:
+    """The same convolution as a torch_geometric ``MessagePassing`` layer reading ``conv``'s
+    weights: the reference the layer's own sum (``index_add_``) is checked against."""
+
+    def __new__(cls, conv):
+        from torch_geometric.nn import MessagePassing
+
+        class Reference(MessagePassing):
+            def __init__(self):
+                super().__init__(aggr="add", node_dim=0)
+
+            def forward(self, x, edge_index, edge_type):
+                n, k, t = x.shape[0], conv.out_dim, conv.num_types
+                src = edge_index[0] * t + edge_type
+                msg = conv.lin_msg(x).view(n * t, k).index_select(0, src)
+                gate = conv.lin_gate_src(x).view(n * t, k).index_select(0, src)
+                if conv.shared_target_gate:
+                    gate = gate + conv.lin_gate_dst(x).index_select(0, edge_index[1])
+                else:
+                    dst = edge_index[1] * t + edge_type
+                    gate = gate + conv.lin_gate_dst(x).view(n * t, k).index_select(0, dst)
+                return self.propagate(edge_index, msg=msg, gate=gate, size=(n, n))
+
+            def message(self, msg, gate):
+                return torch.sigmoid(gate) * msg
+
+        return Reference()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_graph_conv_gated_sums_as_torch_geometric_propagate(shared):
+    """Values and gradients equal to a ``MessagePassing`` layer with ``aggr="add"``."""
+    torch.manual_seed(3)
+    conv = GraphConvGated(6, 5, shared_target_gate=shared)
+    page = Batch.from_data_list([tree_page(n, seed=n, blocks=[("x", 6)]) for n in (1, 9, 4)])
+    x = page.x.clone().requires_grad_(True)
+    ours = conv(x, page.edge_index, page.edge_type)
+    (g_ours,) = torch.autograd.grad(ours.square().sum(), x)
+    reference = PygGatedConv(conv)(x, page.edge_index, page.edge_type)
+    (g_ref,) = torch.autograd.grad(reference.square().sum(), x)
+    torch.testing.assert_close(ours, reference)
+    torch.testing.assert_close(g_ours, g_ref)
+
+
+def test_pooling_matches_torch_geometric():
+    """``pooling``'s mean, max and padding against torch_geometric's, a page without rows and
+    gradients included."""
+    from torch_geometric.nn import global_max_pool, global_mean_pool
+    from torch_geometric.utils import to_dense_batch
+
+    from scrapy_grownup.model.pooling import dense_batch, max_pool, mean_pool
+
+    torch.manual_seed(5)
+    batch = torch.tensor([0, 0, 0, 2, 2, 3, 3, 3, 3, 5])  # pages 1 and 4 have no rows
+    x = torch.randn(len(batch), 4, requires_grad=True)
+    for ours, theirs in ((mean_pool(x, batch, 6), global_mean_pool(x, batch, size=6)),
+                         (max_pool(x, batch, 6), global_max_pool(x, batch, size=6))):
+        torch.testing.assert_close(ours, theirs)
+        torch.testing.assert_close(torch.autograd.grad(ours.sum(), x)[0],
+                                   torch.autograd.grad(theirs.sum(), x)[0])
+    assert not mean_pool(x, batch, 6)[[1, 4]].any() and not max_pool(x, batch, 6)[[1, 4]].any()
+    for length in (4, 2):  # every row, and pages cut to their first two rows
+        dense, mask = dense_batch(x, batch, 6, length)
+        ref_dense, ref_mask = to_dense_batch(x, batch, batch_size=6, max_num_nodes=length)
+        torch.testing.assert_close(dense, ref_dense)
+        assert torch.equal(mask, ref_mask)
+    dense, mask = dense_batch(x, batch, 6, 4)
+    torch.testing.assert_close(torch.autograd.grad(dense.square().sum(), x)[0], 2 * x.detach())
+
+
+def test_serving_a_model_does_not_import_torch_geometric():
+    """Loading ``fast`` and extracting a page needs torch alone: torch_geometric's import (its
+    datasets, LLM tools and ``torch._dynamo``) would add seconds to every start."""
+    code = (
+        "import sys\n"
+        "from scrapy_grownup import ArticleExtractor\n"
+        "ex = ArticleExtractor.from_pretrained('fast')\n"
+        "page = b'<html><body><article><h1>A title</h1>' + b'<p>A sentence of the story.</p>' * 20"
+        " + b'</article></body></html>'\n"
+        "assert 'sentence of the story' in ex.extract(page).text\n"
+        "bad = sorted(m for m in ('torch_geometric', 'transformers', 'torch._dynamo') "
+        "if m in sys.modules)\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_edge_types_use_different_weights():
     torch.manual_seed(0)
     conv = GraphConvGated(5, 4)

@@ -1,4 +1,5 @@
-"""The GROWN+UP model (imports torch and torch-geometric; ``import scrapy_grownup`` does not)."""
+"""The GROWN+UP model (imports torch, not torch_geometric; ``import scrapy_grownup`` imports
+neither)."""
 
 from .augment import random_flip_positions
 from .backbone import GrownUpBackbone, plan_attention_groups

@@ -9,7 +9,7 @@ Layout (paper 2.3, reference section 3)::
 The LSTM runs over depth: one ``LSTMCell`` is shared by the S layers, its state ``(h, c)`` starts
 at zero for every node and ``h`` replaces the node features after each layer.
 
-Attention is dense per page: ``to_dense_batch`` pads the pages of a batch to a common length
+Attention is dense per page: ``pooling.dense_batch`` pads the pages of a batch to a common length
 and a key mask hides the padding (the CLS token is always attendable, so no row is fully
 masked). Memory is O(pages * L^2) for the longest page L: a batch mixing one huge page with
 many small ones is split into groups of similar size when the padded size would exceed
@@ -31,12 +31,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import global_max_pool, global_mean_pool
-from torch_geometric.utils import to_dense_batch
-
 from .config import ModelConfig
 from .layers import (NUM_EDGE_TYPES, GraphBlock, TransformerBlock, cls_init_, edge_gather_index,
                      cached_weights, make_linear, typed_edge_plan)
+from .pooling import dense_batch, max_pool, mean_pool
 
 # A batch may give an input block ``name`` as ``{name}_index`` [N] (long) rows into
 # ``{name}_table`` [U, D] instead of a dense [N, D] ``name``: the strings of pages repeat.
@@ -65,7 +63,7 @@ def plan_attention_groups(counts: list[int], max_cells: int) -> list[list[int]]:
 
     One group of all pages when everything fits (the common case). Otherwise pages are taken
     longest first, so the padding inside a group stays small; a page that alone exceeds the
-    budget gets a group of its own. Page ids inside a group are ascending (``to_dense_batch``
+    budget gets a group of its own. Page ids inside a group are ascending (``dense_batch``
     needs a sorted batch vector).
     """
     if not counts:
@@ -288,8 +286,8 @@ class GrownUpBackbone(nn.Module):
 
     def _pool(self, x: Tensor, vec: Tensor, num_graphs: int) -> Tensor:
         if self.config.readout == "max":
-            return global_max_pool(x, vec, size=num_graphs)
-        return global_mean_pool(x, vec, size=num_graphs)
+            return max_pool(x, vec, num_graphs)
+        return mean_pool(x, vec, num_graphs)
 
     def _attend(self, x: Tensor, vec: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
         if num_graphs == 0:
@@ -314,7 +312,7 @@ class GrownUpBackbone(nn.Module):
 
     def _attend_dense(self, x: Tensor, vec: Tensor, num_graphs: int,
                       longest: int) -> tuple[Tensor, Tensor]:
-        dense, mask = to_dense_batch(x, vec, batch_size=num_graphs, max_num_nodes=longest)
+        dense, mask = dense_batch(x, vec, num_graphs, longest)
         cls = self.cls_token.to(x.dtype).expand(num_graphs, 1, -1)
         seq = torch.cat([cls, dense], dim=1)
         key_mask = torch.cat([mask.new_ones(num_graphs, 1), mask], dim=1)

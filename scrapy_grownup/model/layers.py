@@ -19,7 +19,7 @@ split by type (``EdgePlan``); self loops need no gather and no scatter and their
 projections merge into one; the projections only parents use (parent -> child messages,
 child -> parent target gates) are computed for internal nodes only; the rest is one matmul per
 node set with weights concatenated once and cached. Messages are summed per target in the same
-order as ``propagate`` (edge types 0, 1, 2, edges in order within a type).
+order as ``forward`` (edge types 0, 1, 2, edges in order within a type).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import MessagePassing
 
 NUM_EDGE_TYPES = 3  # parent -> child, child -> parent, self loop (scrapy_grownup.dom)
 
@@ -142,16 +141,19 @@ def edge_gather_index(edge_index: Tensor, edge_type: Tensor,
     return src * num_types + edge_type, dst * num_types + edge_type
 
 
-class GraphConvGated(MessagePassing):
+class GraphConvGated(nn.Module):
     """Typed gated graph convolution (see the module docstring).
 
     ``forward(x [N, in], edge_index [2, E] source->target, edge_type [E])`` -> ``[N, out]``.
-    Messages flow along the edges: node ``i`` sums over the edges ``j -> i``.
+    Messages flow along the edges: node ``i`` sums over the edges ``j -> i``, as a
+    torch_geometric ``MessagePassing`` layer with ``aggr="add"`` and this ``message`` computes
+    it (``tests/test_model.py`` checks the two against each other); the sum is one
+    ``index_add_`` here, so that serving never imports torch_geometric (``pooling``).
     """
 
     def __init__(self, in_dim: int, out_dim: int, num_types: int = NUM_EDGE_TYPES,
                  shared_target_gate: bool = False):
-        super().__init__(aggr="add", node_dim=0)
+        super().__init__()
         self.in_dim, self.out_dim, self.num_types = in_dim, out_dim, num_types
         self.shared_target_gate = shared_target_gate
         # Rows [k*out, (k+1)*out) of each weight belong to edge type k.
@@ -174,9 +176,12 @@ class GraphConvGated(MessagePassing):
             gate_dst = self.lin_gate_dst(x).index_select(0, edge_index[1])
         else:
             gate_dst = self.lin_gate_dst(x).view(n * t, k).index_select(0, dst_rows)
-        return self.propagate(edge_index, msg=msg, gate=gate_src + gate_dst, size=(n, n))
+        messages = self.message(msg, gate_src + gate_dst)
+        return msg.new_zeros(n, k).index_add_(0, edge_index[1], messages)
 
-    def message(self, msg: Tensor, gate: Tensor) -> Tensor:  # noqa: D102 - PyG hook
+    @staticmethod
+    def message(msg: Tensor, gate: Tensor) -> Tensor:
+        """Each edge's message: its projection of the source, gated by source and target."""
         return torch.sigmoid(gate) * msg
 
     def _plan_weights(self, plan: EdgePlan) -> tuple[list, dict]:
