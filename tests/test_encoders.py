@@ -351,6 +351,27 @@ def test_minilm_loads_offline(minilm):
 
 
 @pytest.mark.minilm
+def test_minilm_loads_without_a_progress_bar_and_leaves_the_setting_alone():
+    """transformers draws a "Loading weights" bar on stderr as the model loads: not in a
+    crawl's log or a command's output; a program's own progress-bar setting is kept."""
+    code = (
+        "import os\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+        "from transformers.utils import logging\n"
+        "from scrapy_grownup.encoders.minilm import MiniLMEncoder\n"
+        "MiniLMEncoder(device='cpu')\n"
+        "assert logging.is_progress_bar_enabled()\n"
+        "logging.disable_progress_bar()\n"
+        "MiniLMEncoder(device='cpu')\n"
+        "assert not logging.is_progress_bar_enabled()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Loading weights" not in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.minilm
 def test_minilm_order_independent_of_length_sorting(minilm):
     texts = ["a much longer sentence about the weather in spring", "short", "medium length text"]
     minilm.clear_cache()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,24 @@ def _set_offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@contextmanager
+def _quiet_loading():
+    """transformers' "Loading weights" progress bar off while the model loads (a bar on stderr
+    in every ``grownup`` command and crawl that loads ``minilm``); its setting is put back."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
+        yield
+        return
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 class MiniLMEncoder(TextEncoder):
     """384-d L2-normalised all-MiniLM-L6-v2 embeddings (CUDA when available, else CPU).
 
@@ -76,7 +95,8 @@ class MiniLMEncoder(TextEncoder):
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
-            model: Any = SentenceTransformer(str(path), device=device)
+            with _quiet_loading():
+                model: Any = SentenceTransformer(str(path), device=device)
         except Exception as exc:  # corrupt or incomplete model directory
             raise ModelLoadError(f"cannot load all-MiniLM-L6-v2 from {path}: {exc}") from exc
         model.eval()
