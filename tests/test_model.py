@@ -96,33 +96,31 @@ def test_graph_conv_gated_matches_naive_loop(shared):
     assert conv.lin_gate_dst.weight.shape == ((4 if shared else 12), 5)
 
 
-class PygGatedConv:
+def pyg_gated_conv(conv):
     """The same convolution as a torch_geometric ``MessagePassing`` layer reading ``conv``'s
     weights: the reference the layer's own sum (``index_add_``) is checked against."""
+    from torch_geometric.nn import MessagePassing
 
-    def __new__(cls, conv):
-        from torch_geometric.nn import MessagePassing
+    class Reference(MessagePassing):
+        def __init__(self):
+            super().__init__(aggr="add", node_dim=0)
 
-        class Reference(MessagePassing):
-            def __init__(self):
-                super().__init__(aggr="add", node_dim=0)
+        def forward(self, x, edge_index, edge_type):
+            n, k, t = x.shape[0], conv.out_dim, conv.num_types
+            src = edge_index[0] * t + edge_type
+            msg = conv.lin_msg(x).view(n * t, k).index_select(0, src)
+            gate = conv.lin_gate_src(x).view(n * t, k).index_select(0, src)
+            if conv.shared_target_gate:
+                gate = gate + conv.lin_gate_dst(x).index_select(0, edge_index[1])
+            else:
+                dst = edge_index[1] * t + edge_type
+                gate = gate + conv.lin_gate_dst(x).view(n * t, k).index_select(0, dst)
+            return self.propagate(edge_index, msg=msg, gate=gate, size=(n, n))
 
-            def forward(self, x, edge_index, edge_type):
-                n, k, t = x.shape[0], conv.out_dim, conv.num_types
-                src = edge_index[0] * t + edge_type
-                msg = conv.lin_msg(x).view(n * t, k).index_select(0, src)
-                gate = conv.lin_gate_src(x).view(n * t, k).index_select(0, src)
-                if conv.shared_target_gate:
-                    gate = gate + conv.lin_gate_dst(x).index_select(0, edge_index[1])
-                else:
-                    dst = edge_index[1] * t + edge_type
-                    gate = gate + conv.lin_gate_dst(x).view(n * t, k).index_select(0, dst)
-                return self.propagate(edge_index, msg=msg, gate=gate, size=(n, n))
+        def message(self, msg, gate):
+            return torch.sigmoid(gate) * msg
 
-            def message(self, msg, gate):
-                return torch.sigmoid(gate) * msg
-
-        return Reference()
+    return Reference()
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -134,7 +132,7 @@ def test_graph_conv_gated_sums_as_torch_geometric_propagate(shared):
     x = page.x.clone().requires_grad_(True)
     ours = conv(x, page.edge_index, page.edge_type)
     (g_ours,) = torch.autograd.grad(ours.square().sum(), x)
-    reference = PygGatedConv(conv)(x, page.edge_index, page.edge_type)
+    reference = pyg_gated_conv(conv)(x, page.edge_index, page.edge_type)
     (g_ref,) = torch.autograd.grad(reference.square().sum(), x)
     torch.testing.assert_close(ours, reference)
     torch.testing.assert_close(g_ours, g_ref)

@@ -148,7 +148,7 @@ class GraphConvGated(nn.Module):
     Messages flow along the edges: node ``i`` sums over the edges ``j -> i``, as a
     torch_geometric ``MessagePassing`` layer with ``aggr="add"`` and this ``message`` computes
     it (``tests/test_model.py`` checks the two against each other); the sum is one
-    ``index_add_`` here, so that serving never imports torch_geometric (``pooling``).
+    ``index_add_`` here, so that serving never imports torch_geometric (see ``pooling``).
     """
 
     def __init__(self, in_dim: int, out_dim: int, num_types: int = NUM_EDGE_TYPES,

@@ -3,7 +3,7 @@
 What the backbone needs of torch_geometric (``global_mean_pool``, ``global_max_pool``,
 ``to_dense_batch``; ``tests/test_model.py`` checks these against them): written here so that
 serving a model never imports torch_geometric, whose import costs a process about 3 s of CPU
-and 120 MB (it loads its datasets, its LLM tools with ``transformers``, and ``torch._dynamo``).
+and 110 MB (it loads its datasets, its LLM tools with ``transformers``, and ``torch._dynamo``).
 Training still builds its batches with torch_geometric's ``Data`` and ``Batch``.
 
 ``batch`` is the batch vector (page of each node row, sorted, as ``Batch`` makes it).
