@@ -357,7 +357,8 @@ def load_page_type(directory: Path, model):
 def page_type_probabilities(classifier, pages: Sequence[PageStructure],
                             outputs: list[dict]) -> None:
     """Replace each page's ``genre`` in ``outputs`` by the page-type classifier's (which
-    reads the genre head's pooled inputs, the page's text, URL and signals)."""
+    reads the genre head's pooled inputs, the page's text, URL, declared ``og:type`` and
+    signals)."""
     rows = [i for i, out in enumerate(outputs) if out.get("genre_inputs") is not None]
     if not rows:
         return
@@ -366,7 +367,8 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
 
     probs = classifier.probabilities(
         [page_text(pages[i]) for i in rows], [pages[i].url or "" for i in rows],
-        np.stack([pages[i].signals for i in rows]), pooled)
+        np.stack([pages[i].signals for i in rows]), pooled,
+        [pages[i].meta.get("og:type") for i in rows])
     for i, p in zip(rows, probs):
         outputs[i]["genre"] = p
 

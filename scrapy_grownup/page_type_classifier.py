@@ -4,7 +4,8 @@ linear classifier, and boosted trees stacked on it, next to the genre head.
 The genre head reads only the backbone's content-pooled features and the page signals; across
 sites it confuses listings, collections and services, whose words and URLs tell them apart
 ("category", "/collections/", "pricing"). A linear model over TF-IDF word 1-2-grams of the
-page's text, TF-IDF of its URL's path tokens, the page signals and the pooled features
+page's text, TF-IDF of its URL's path tokens and declared ``og:type``, the page signals and the
+pooled features
 (``GrownUpModel.genre_inputs``) does better on sites never seen (README, "Page type on unseen
 sites"). A linear model cannot say "a price on a page with forty repeated cards is a
 collection, one price beside a long description is a product": boosted trees (the stack) read
@@ -51,9 +52,13 @@ def page_words(text: str) -> list[str]:
     return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
 
 
-def url_words(url: str) -> list[str]:
-    """The URL's path tokens (``page_signals.url_tokens``), lower-cased."""
-    return [token.lower() for token in url_tokens(url or "")]
+def url_words(url: str, og_type: str | None = None) -> list[str]:
+    """The URL's path tokens (``page_signals.url_tokens``), lower-cased, and the OpenGraph
+    type the page declares, whole (``og:product.group``: a shop's category, where the page
+    signals' prefix match reads ``product``)."""
+    words = [token.lower() for token in url_tokens(url or "")]
+    declared = (og_type or "").strip().lower()
+    return words + [f"og:{declared}"] if declared else words
 
 
 class TfidfVocabulary:
@@ -141,23 +146,33 @@ class PageTypeClassifier:
                                                                  self.pooled_dim)
 
     def features(self, texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
-                 pooled: np.ndarray) -> np.ndarray:
-        """The model's input rows of pages (their text, URL, page signals and pooled genre
-        inputs without the signals)."""
+                 pooled: np.ndarray, og_types: Sequence[str | None] | None = None
+                 ) -> np.ndarray:
+        """The model's input rows of pages (their text, URL and declared ``og:type``, page
+        signals and pooled genre inputs without the signals)."""
         return np.hstack([self.text.transform([page_words(t) for t in texts]),
-                          self.url.transform([url_words(u) for u in urls]),
+                          self.url.transform(self.url_documents(urls, og_types)),
                           self._dense(signals, pooled, len(texts))])
 
-    def decision(self, texts, urls, signals, pooled) -> np.ndarray:
+    @staticmethod
+    def url_documents(urls: Sequence[str], og_types: Sequence[str | None] | None = None
+                      ) -> list[list[str]]:
+        """The URL block's words of each page (``url_words``; no declared type where
+        ``og_types`` is None)."""
+        og_types = [None] * len(urls) if og_types is None else og_types
+        return [url_words(u, o) for u, o in zip(urls, og_types)]
+
+    def decision(self, texts, urls, signals, pooled, og_types=None) -> np.ndarray:
         """``[pages, types]`` linear scores (the SVM's margins), from the pages' non-zero
-        terms only (what ``features`` @ weights gives, without its dense rows)."""
+        terms only (what ``features`` @ weights gives, without its dense rows). A classifier
+        fitted without ``og_types`` has no such words and reads none."""
         n_text, n_url = len(self.text), len(self.url)
         scores = (self._dense(signals, pooled, len(texts)) @ self.weights[:, n_text + n_url:].T
                   + self.bias)
-        for row, (text, url) in enumerate(zip(texts, urls)):
+        for row, (text, words) in enumerate(zip(texts, self.url_documents(urls, og_types))):
             cols, values = self.text.vector(page_words(text))
             scores[row] += self.weights[:, cols] @ values
-            cols, values = self.url.vector(url_words(url))
+            cols, values = self.url.vector(words)
             scores[row] += self.weights[:, n_text + cols] @ values
         return scores
 
@@ -167,26 +182,26 @@ class PageTypeClassifier:
         margins = np.asarray(margins, np.float64)
         return np.hstack([margins, np.asarray(signals, np.float64).reshape(len(margins), -1)])
 
-    def scores(self, texts, urls, signals, pooled) -> np.ndarray:
+    def scores(self, texts, urls, signals, pooled, og_types=None) -> np.ndarray:
         """``[pages, types]``: the stacked trees' logits (``-inf`` for a type they were not
         fitted on), or the linear margins without a stack."""
-        margins = self.decision(texts, urls, signals, pooled)
+        margins = self.decision(texts, urls, signals, pooled, og_types)
         if self.stack is None:
             return margins
         out = np.full_like(margins, -np.inf)
         out[:, self.stack_types] = self.stack.raw(self.stack_inputs(margins, signals))
         return out
 
-    def probabilities(self, texts, urls, signals, pooled) -> np.ndarray:
+    def probabilities(self, texts, urls, signals, pooled, og_types=None) -> np.ndarray:
         """``[pages, types]`` softmax of ``scores``: the trees' class probabilities with a
         stack; without one a ranking score that sums to one, not a calibrated probability."""
-        scores = self.scores(texts, urls, signals, pooled)
+        scores = self.scores(texts, urls, signals, pooled, og_types)
         scores = np.exp(scores - scores.max(1, keepdims=True))
         return scores / scores.sum(1, keepdims=True)
 
-    def predict(self, texts, urls, signals, pooled) -> np.ndarray:
+    def predict(self, texts, urls, signals, pooled, og_types=None) -> np.ndarray:
         """The index (in ``names``) of each page's type."""
-        return self.scores(texts, urls, signals, pooled).argmax(1)
+        return self.scores(texts, urls, signals, pooled, og_types).argmax(1)
 
     def save(self, path: str | Path) -> None:
         stack = {} if self.stack is None else {**self.stack.arrays("stack_"),

@@ -84,6 +84,41 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
         PageTypeClassifier.load(path)
 
 
+def test_the_declared_og_type_is_one_more_url_word_and_is_learnt_across_sites():
+    """``og:type`` whole (``product.group``, a shop's category, which the page signals' prefix
+    match reads as ``product``) is a word of the URL block: a classifier fitted with it calls
+    a new site's category page a collection from that word alone; one fitted without it
+    (``minilm``'s file) scores a page the same with or without the word."""
+    from scrapy_grownup.training.page_type_fit import fit_page_type
+
+    assert url_words("https://shop.test/c/lamps", " Product.Group ")[-1] == "og:product.group"
+    assert url_words("https://shop.test/c/lamps", "") == url_words("https://shop.test/c/lamps")
+    names = ("product", "collection")
+    texts, urls, og_types, y, groups = [], [], [], [], []
+    for site in range(6):
+        for page in range(4):  # the same words and URL shape for both types on every site
+            label = page % 2
+            texts.append(f"lamp price add to cart reviews shop{site}")
+            urls.append(f"https://shop{site}.test/item/{page}")
+            og_types.append("product.group" if label else "product")
+            y.append(label)
+            groups.append(f"shop{site}")
+    rng = np.random.default_rng(1)
+    signals, pooled = rng.random((len(y), 2)), rng.random((len(y), 3))
+    y = np.asarray(y)
+    declared = fit_page_type(texts, urls, signals, pooled, y, names, groups=groups,
+                             og_types=og_types)
+    new = ["lamp price add to cart reviews shop9"] * 2
+    new_urls = ["https://shop9.test/item/1"] * 2
+    assert declared.predict(new, new_urls, signals[:2], pooled[:2],
+                            ["product.group", "product"]).tolist() == [1, 0]
+    plain = fit_page_type(texts, urls, signals, pooled, y, names, groups=groups)
+    assert not any(term.startswith("og:") for term in plain.url.terms)
+    np.testing.assert_array_equal(
+        plain.decision(new, new_urls, signals[:2], pooled[:2], ["product.group", "product"]),
+        plain.decision(new, new_urls, signals[:2], pooled[:2]))
+
+
 def xor_sites(sites: int, first_site: int, seed: int):
     """Pages of ``sites`` sites: articles by their words; forums and products with the same
     words, told apart by two signals only together (product where exactly one is high), which
@@ -192,6 +227,16 @@ def test_the_extractor_takes_its_page_type_from_the_classifier(tmp_path):
     assert extractor.page_type is not None
     article = extractor.extract(html, url="https://news.test/a")
     assert article.page_type == winner and article.page_type_score > 0.5
+    # the page's declared og:type reaches the classifier as a word of its URL block
+    declaring = forced(names, pooled_dim, SIGNAL_DIM, winner)
+    declaring.url = TfidfVocabulary(["og:product.group"], np.ones(1))
+    declaring.weights[names.index("collection"), 1] = 50.0
+    declaring.save(model_dir / PAGE_TYPE_FILE)
+    extractor = ArticleExtractor.from_pretrained(model_dir)
+    og = '<meta property="og:type" content="product.group">'
+    assert extractor.extract(html, url="https://news.test/a").page_type == winner
+    assert extractor.extract(html.replace("<body>", og + "<body>"),
+                             url="https://news.test/a").page_type == "collection"
     # a classifier of other page types than the model's genre head: refused at load
     forced(names[:3], pooled_dim, SIGNAL_DIM, names[0]).save(model_dir / PAGE_TYPE_FILE)
     with pytest.raises(ModelLoadError, match="page types"):

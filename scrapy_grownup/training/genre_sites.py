@@ -109,13 +109,14 @@ def record_signals(records, workers: int = 2, limits: PageLimits | None = None) 
 def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = None,
                 cache: bool = True):
     """``(store, info)`` of every parsable record with a known page type: the graph store (no
-    content labels needed) and per page ``keys``, ``genres``, ``texts``, ``urls`` and
-    ``signals``. Cached by the records' keys."""
+    content labels needed) and per page ``keys``, ``genres``, ``texts``, ``urls``,
+    ``og_types`` (the declared OpenGraph type, "" for none) and ``signals``. Cached by the
+    records' keys."""
     limits = limits or PageLimits()
     records = [r for r in records if genre_index(r.extra.get("page_type")) >= 0]
     digest = hashlib.sha1(json.dumps([record_key(r) for r in records]).encode()).hexdigest()[:12]
     key = (f"genre-sites-{digest}-" + store_key(encoder, limits, 0.0)
-           + f"-s{SIGNAL_VERSION}")
+           + f"-s{SIGNAL_VERSION}-og")
     path, info_path = cache_root() / f"{key}.safetensors", cache_root() / f"{key}.json"
     if cache and path.exists() and info_path.exists():
         return GraphStore.load(path), json.loads(info_path.read_text(encoding="utf-8"))
@@ -125,7 +126,8 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
             prepared = list(pool.map(_prepare, jobs, chunksize=4))
     else:
         prepared = [_prepare(job) for job in jobs]
-    pages, info = [], {"keys": [], "genres": [], "texts": [], "urls": [], "signals": []}
+    pages, info = [], {"keys": [], "genres": [], "texts": [], "urls": [], "og_types": [],
+                       "signals": []}
     for record, (page, signals) in zip(records, prepared):
         if page is None:
             continue
@@ -134,6 +136,7 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
         info["genres"].append(genre_index(record.extra.get("page_type")))
         info["texts"].append(page_text(page))
         info["urls"].append(record.url or "")
+        info["og_types"].append(page.meta.get("og:type", ""))
         info["signals"].append([round(float(v), 5) for v in signals])
     store = GraphStore.build(pages, encoder, ids=info["keys"],
                              meta={"dataset": "genre-sites", "split": "all"})
@@ -355,10 +358,11 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
         classifier = fit_page_type(
             [info["texts"][i] for i in train], [info["urls"][i] for i in train],
             signals[train], blocks["pooled"][train], y[train], GENRES,
-            groups=[info["groups"][i] for i in train], seed=seed, stack=arm == "stacked")
+            groups=[info["groups"][i] for i in train], seed=seed, stack=arm == "stacked",
+            og_types=[info["og_types"][i] for i in train])
         return classifier.predict([info["texts"][i] for i in test],
                                   [info["urls"][i] for i in test], signals[test],
-                                  blocks["pooled"][test])
+                                  blocks["pooled"][test], [info["og_types"][i] for i in test])
     if arm == "text":  # genre-cv's baseline, its C chosen over sites
         return text_baseline([info["texts"][i] for i in train], y[train],
                              [info["texts"][i] for i in test], seed,

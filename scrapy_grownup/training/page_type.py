@@ -71,9 +71,10 @@ def fit_command(args) -> dict:
     pages = (info["texts"], info["urls"], np.asarray(info["signals"], np.float32),
              pooled_inputs(source, store), np.asarray(info["genres"]))
     groups = corpus_groups(records, info["keys"])
-    classifier = fit_linear_page_type(*pages, names, groups=groups, seed=args.seed)
-    stack = fit_stack(classifier, *pages, groups, seed=args.seed) if args.stack else \
-        {"stacked": False, "why": "no --stack"}
+    classifier = fit_linear_page_type(*pages, names, groups=groups, seed=args.seed,
+                                      og_types=info["og_types"])
+    stack = fit_stack(classifier, *pages, groups, seed=args.seed, og_types=info["og_types"]) \
+        if args.stack else {"stacked": False, "why": "no --stack"}
     if out.resolve() != source.resolve():
         shutil.copytree(source, out, dirs_exist_ok=True)
     classifier.save(out / PAGE_TYPE_FILE)

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ..boosted_trees import BoostedTrees
-from ..page_type_classifier import PageTypeClassifier, TfidfVocabulary, page_words, url_words
+from ..page_type_classifier import PageTypeClassifier, TfidfVocabulary, page_words
 
 logger = logging.getLogger(__name__)
 
@@ -50,20 +50,23 @@ def fit_linear_svm(X, y: np.ndarray, groups: Sequence[str] | None = None, seed: 
 def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
                   pooled: np.ndarray, y: np.ndarray, names: Sequence[str],
                   groups: Sequence[str] | None = None, seed: int = 0,
-                  text_terms: int = TEXT_TERMS, stack: bool = False) -> PageTypeClassifier:
+                  text_terms: int = TEXT_TERMS, stack: bool = False,
+                  og_types: Sequence[str | None] | None = None) -> PageTypeClassifier:
     """A linear SVM on the pages' ``[text, URL, signals, pooled]`` rows (``fit_linear_svm``:
-    C chosen over ``groups``, the pages' sites) and, with ``stack``, boosted trees over its
-    out-of-fold margins and the signals where they beat it out of fold (``fit_stack``)."""
+    C chosen over ``groups``, the pages' sites; the URL block with each page's declared
+    ``og_types``) and, with ``stack``, boosted trees over its out-of-fold margins and the
+    signals where they beat it out of fold (``fit_stack``)."""
     classifier = fit_linear_page_type(texts, urls, signals, pooled, y, names, groups, seed,
-                                      text_terms)
+                                      text_terms, og_types)
     if stack:
-        fit_stack(classifier, texts, urls, signals, pooled, y, groups, seed, text_terms)
+        fit_stack(classifier, texts, urls, signals, pooled, y, groups, seed, text_terms,
+                  og_types)
     return classifier
 
 
 def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
               groups: Sequence[str] | None, seed: int = 0,
-              text_terms: int = TEXT_TERMS) -> dict:
+              text_terms: int = TEXT_TERMS, og_types=None) -> dict:
     """Give ``classifier`` (the linear model of these pages) its stacked trees where they beat
     it on sites they did not see; returns what the choice measured.
 
@@ -101,9 +104,11 @@ def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
         inner = fit_linear_page_type(
             [texts[i] for i in train], [urls[i] for i in train], signals[train], pooled[train],
             y[train], classifier.names,
-            None if groups is None else [groups[i] for i in train], seed, text_terms)
+            None if groups is None else [groups[i] for i in train], seed, text_terms,
+            None if og_types is None else [og_types[i] for i in train])
         margins[test] = inner.decision([texts[i] for i in test], [urls[i] for i in test],
-                                       signals[test], pooled[test])
+                                       signals[test], pooled[test],
+                                       None if og_types is None else [og_types[i] for i in test])
     X = PageTypeClassifier.stack_inputs(margins, signals)
 
     def trees(setting):
@@ -131,17 +136,18 @@ def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
 def fit_linear_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray,
                          pooled: np.ndarray, y: np.ndarray, names: Sequence[str],
                          groups: Sequence[str] | None = None, seed: int = 0,
-                         text_terms: int = TEXT_TERMS) -> PageTypeClassifier:
+                         text_terms: int = TEXT_TERMS,
+                         og_types: Sequence[str | None] | None = None) -> PageTypeClassifier:
     """The linear SVM alone (``fit_page_type`` without its stack)."""
     y = np.asarray(y, dtype=np.int64)
     text = TfidfVocabulary.fit([page_words(t) for t in texts], min_df=2, max_terms=text_terms)
-    url = TfidfVocabulary.fit([url_words(u) for u in urls], min_df=2)
+    url = TfidfVocabulary.fit(PageTypeClassifier.url_documents(urls, og_types), min_df=2)
     dense = np.hstack([np.asarray(signals, np.float64), np.asarray(pooled, np.float64)])
     mean, std = dense.mean(0), dense.std(0) + 1e-6
     signal_dim = np.asarray(signals).shape[1]
     blank = PageTypeClassifier(names, text, url, mean, std, signal_dim,
                                np.zeros((len(names), 1)), np.zeros(len(names)))
-    X = blank.features(texts, urls, signals, pooled)
+    X = blank.features(texts, urls, signals, pooled, og_types)
     present = np.unique(y)
     if len(present) < 2:
         weights = np.zeros((len(names), X.shape[1]))
