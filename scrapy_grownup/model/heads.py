@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .layers import make_linear
+from .pooling import max_pool, mean_pool
 
 TextRows = Callable[[Tensor], Tensor]
 Block = tuple[Tensor, Optional[Tensor]]  # (rows or distinct strings' vectors, row per node)
@@ -131,8 +132,6 @@ class ContentPooledReadout(nn.Module):
             return total / norm.clamp(min=1e-6)[:, None]
 
         count = ones.new_zeros(num_pages).index_add_(0, vec, ones)
-        maxed = nodes.new_full((num_pages, nodes.shape[1]), float("-inf")).scatter_reduce_(
-            0, vec[:, None].expand_as(nodes), nodes, reduce="amax", include_self=True)
         scalars = torch.stack([
             count.clamp(min=1).log(),
             mean(content[:, None], ones, vec)[:, 0],
@@ -142,11 +141,11 @@ class ContentPooledReadout(nn.Module):
         ], dim=1)
         text_content = length[has_text] * content[has_text]
         return torch.cat([
-            mean(nodes, ones, vec), mean(nodes, content, vec),
-            torch.where(torch.isfinite(maxed), maxed, torch.zeros_like(maxed)),
+            mean_pool(nodes, vec, num_pages), mean(nodes, content, vec),
+            max_pool(nodes, vec, num_pages),
             mean(text_rows, text_content, text_vec),
             mean(text_rows, length[has_text] - text_content, text_vec),
-            mean(struct, ones, vec), mean(struct, content, vec), scalars,
+            mean_pool(struct, vec, num_pages), mean(struct, content, vec), scalars,
         ], dim=1)
 
     def forward(self, pooled: Tensor) -> Tensor:
