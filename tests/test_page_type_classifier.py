@@ -87,8 +87,8 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
 def test_the_declared_og_type_is_one_more_url_word_and_is_learnt_across_sites():
     """``og:type`` whole (``product.group``, a shop's category, which the page signals' prefix
     match reads as ``product``) is a word of the URL block: a classifier fitted with it calls
-    a new site's category page a collection from that word alone; one fitted without it
-    (``minilm``'s file) scores a page the same with or without the word."""
+    a new site's category page a collection from that word alone; one fitted without it (a
+    file from a release before the word) scores a page the same with or without the word."""
     from scrapy_grownup.training.page_type_fit import fit_page_type
 
     assert url_words("https://shop.test/c/lamps", " Product.Group ")[-1] == "og:product.group"

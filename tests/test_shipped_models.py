@@ -21,6 +21,12 @@ def test_models_are_shipped_small_and_safetensors_only(name, encoder):
     assert config["config"]["encoder"] == encoder
     # both heads ride along: page type and block roles
     assert config["config"]["num_genres"] > 0 and config["config"]["num_roles"] > 0
+    # both page-type classifiers read the page's declared og:type (a shop's product.group
+    # is its category page: page_type_classifier.url_words)
+    from scrapy_grownup.page_type_classifier import PageTypeClassifier
+
+    terms = PageTypeClassifier.load(MODELS_DIR / name / "page_type.npz").url.terms
+    assert {"og:product", "og:product.group", "og:article"} <= set(terms)
 
 
 @pytest.mark.parametrize("name", [None, pytest.param("minilm", marks=pytest.mark.minilm)])
