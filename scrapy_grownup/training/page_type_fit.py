@@ -66,7 +66,8 @@ def fit_page_type(texts: Sequence[str], urls: Sequence[str], signals: np.ndarray
 
 def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
               groups: Sequence[str] | None, seed: int = 0,
-              text_terms: int = TEXT_TERMS, og_types=None) -> dict:
+              text_terms: int = TEXT_TERMS,
+              og_types: Sequence[str | None] | None = None) -> dict:
     """Give ``classifier`` (the linear model of these pages) its stacked trees where they beat
     it on sites they did not see; returns what the choice measured.
 
@@ -84,6 +85,7 @@ def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
     y = np.asarray(y, dtype=np.int64)
     signals = np.asarray(signals, np.float32)
     pooled = np.asarray(pooled)
+    og_types = [None] * len(y) if og_types is None else og_types  # None: no declared type
     if len(np.unique(y)) < 3:  # a binary model has one output, not one per type
         logger.warning("page type: fewer than three page types; the classifier stays linear")
         return {"stacked": False, "why": "fewer than three page types"}
@@ -105,10 +107,9 @@ def fit_stack(classifier: PageTypeClassifier, texts, urls, signals, pooled, y,
             [texts[i] for i in train], [urls[i] for i in train], signals[train], pooled[train],
             y[train], classifier.names,
             None if groups is None else [groups[i] for i in train], seed, text_terms,
-            None if og_types is None else [og_types[i] for i in train])
+            [og_types[i] for i in train])
         margins[test] = inner.decision([texts[i] for i in test], [urls[i] for i in test],
-                                       signals[test], pooled[test],
-                                       None if og_types is None else [og_types[i] for i in test])
+                                       signals[test], pooled[test], [og_types[i] for i in test])
     X = PageTypeClassifier.stack_inputs(margins, signals)
 
     def trees(setting):
