@@ -37,7 +37,7 @@ def best_ms(fn, items, rounds: int = 3) -> float:
 def dragnet_test_pages(limit: int | None = None) -> list[tuple[str, bytes]]:
     """``(id, html bytes)`` of the Dragnet test split, unpacked into the cache if needed."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from scrapy_grownup.datasets import load
+    from scrapy_grownup.data.datasets import load
 
     records = load("dragnet", split="test")
     pages = [(r.id, r.html) for r in records]

@@ -18,8 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from _common import dragnet_test_pages, pin_single_core  # noqa: E402
 
 from scrapy_grownup import ArticleExtractor  # noqa: E402
-from scrapy_grownup.dom import parse_page  # noqa: E402
-from scrapy_grownup.refine import content_mask  # noqa: E402
+from scrapy_grownup.page.dom import parse_page  # noqa: E402
+from scrapy_grownup.decisions.refine import content_mask  # noqa: E402
 
 ARMS = {"previous": dict(container=False, repeats=False, adaptive=False, headline=False,
                          notices=False, copies=False, fallback=False, dialogs=False,

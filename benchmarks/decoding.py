@@ -7,8 +7,8 @@ with U+FFFD replacement characters, and the time per page. Prints one JSON line.
 import json
 import time
 from w3lib.encoding import html_to_unicode
-from scrapy_grownup import datasets as D
-from scrapy_grownup.decoding import decode_html
+from scrapy_grownup.data import datasets as D
+from scrapy_grownup.page.decoding import decode_html
 recs = (D.load("cleaneval", split="test")[:300] + D.load("fundus") + D.load("magic_html_article")
         + D.load("dragnet", split="test")[:200])
 diff = ours_rep = w3_rep = 0

@@ -34,8 +34,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.featurizer import Featurizer
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.graph.featurizer import Featurizer
 
     pages = dragnet_test_pages(args.pages)
     parse_page(pages[0][1])  # warm imports (scipy) outside the timing

@@ -37,8 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=None)
     args = parser.parse_args()
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.laplacian import laplacian_positions
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.graph.laplacian import laplacian_positions
 
     parents = [parse_page(body, positions=False).parent for _, body in
                dragnet_test_pages(args.pages)]

@@ -164,7 +164,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def fundus_authors(record) -> list[str] | None:
-    from scrapy_grownup import datasets
+    from scrapy_grownup.data import datasets
 
     path = datasets.dataset_dir(record.dataset) / "gold_parts" / f"{record.id}.json"
     try:
@@ -191,8 +191,8 @@ def gold_of(record) -> dict:
 
 def load_sets(names: list[str], limit: int | None) -> dict[str, tuple[list, list[int]]]:
     """Per set: its records and the indices of its held-out pages."""
-    from scrapy_grownup import datasets
-    from scrapy_grownup.splits import grouped_holdout
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.data.splits import grouped_holdout
 
     loaded = {}
     for name in names:
@@ -220,9 +220,9 @@ def load_sets(names: list[str], limit: int | None) -> dict[str, tuple[list, list
 
 
 def grownup_predictions(records, model: str | None) -> tuple[list[dict], float]:
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.page.dom import parse_page
     from scrapy_grownup.errors import GrownupError
-    from scrapy_grownup.metadata import extract_metadata
+    from scrapy_grownup.output.metadata import extract_metadata
 
     pages = []
     for r in records:
@@ -236,9 +236,9 @@ def grownup_predictions(records, model: str | None) -> tuple[list[dict], float]:
         import torch
 
         torch.set_num_threads(1)
-        from scrapy_grownup.assembly import complete_blocks
+        from scrapy_grownup.output.assembly import complete_blocks
         from scrapy_grownup.extractor import ArticleExtractor
-        from scrapy_grownup.refine import content_mask
+        from scrapy_grownup.decisions.refine import content_mask
 
         extractor = ArticleExtractor.from_pretrained(model, device="cpu")
         good = [p for p in pages if p is not None]

@@ -13,8 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from _common import best_ms, dragnet_test_pages, pin_single_core  # noqa: E402
 
-from scrapy_grownup import page_signals as signals  # noqa: E402
-from scrapy_grownup.dom import parse_page  # noqa: E402
+from scrapy_grownup.graph import signals  # noqa: E402
+from scrapy_grownup.page.dom import parse_page  # noqa: E402
 
 PARTS = {
     "all": signals.page_signals,

@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from _common import best_ms, dragnet_test_pages, pin_single_core  # noqa: E402
 
 from scrapy_grownup import ArticleExtractor  # noqa: E402
-from scrapy_grownup.dom import parse_page  # noqa: E402
+from scrapy_grownup.page.dom import parse_page  # noqa: E402
 from scrapy_grownup.extractor import page_type_probabilities  # noqa: E402
 
 

@@ -29,13 +29,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy_grownup import datasets  # noqa: E402
-from scrapy_grownup.alignment import (  # noqa: E402
+from scrapy_grownup.data import datasets  # noqa: E402
+from scrapy_grownup.data.labels import (  # noqa: E402
     MIN_COVERAGE, align_labels, assemble_text, perfect_filter_text,
 )
-from scrapy_grownup.dom import parse_page  # noqa: E402
+from scrapy_grownup.page.dom import parse_page  # noqa: E402
 from scrapy_grownup.errors import GrownupError  # noqa: E402
-from scrapy_grownup.metrics import lcs_scores, shingle_f1  # noqa: E402
+from scrapy_grownup.evaluation.metrics import lcs_scores, shingle_f1  # noqa: E402
 
 DEFAULT = (
     "dragnet:test", "dragnet+comments:test", "cleaneval:test", "pagetype:all", "l3s_gn1:all",

@@ -47,14 +47,14 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from scrapy_grownup import datasets
-    from scrapy_grownup.alignment import assemble_text
-    from scrapy_grownup.assembly import complete_blocks
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.output.assembly import assemble_text
+    from scrapy_grownup.output.assembly import complete_blocks
+    from scrapy_grownup.page.dom import parse_page
     from scrapy_grownup.extractor import ArticleExtractor
-    from scrapy_grownup.head_fields import related_links
-    from scrapy_grownup.refine import content_mask
-    from scrapy_grownup.role_fields import role_fields
+    from scrapy_grownup.decisions.head_fields import related_links
+    from scrapy_grownup.decisions.refine import content_mask
+    from scrapy_grownup.decisions.roles import role_fields
     from scrapy_grownup.training.holdout import page_host, site_split
     from scrapy_grownup.training.roles import MIN_ROLE_COVERAGE, role_labels
 

@@ -47,8 +47,8 @@ SKIP_MESSAGE = ("model2vec is not installed: its runtime is skipped "
 
 
 def page_strings(pages: int, max_chars: int) -> list[list[str]]:
-    from scrapy_grownup import datasets
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.page.dom import parse_page
     from scrapy_grownup.errors import GrownupError
 
     out = []

@@ -3,7 +3,7 @@ pages, under the same metadata rules. Prints one JSON line per arm and one for t
 
     python benchmarks/structured_data.py [--sets wcxb_dev,fundus,magic_html] [--limit N]
 
-Arms (``scrapy_grownup.metadata.extract_metadata`` on the same ``PageStructure``; only the
+Arms (``scrapy_grownup.output.metadata.extract_metadata`` on the same ``PageStructure``; only the
 structured-data layer it reads changes):
 
 - ``grownup``: as shipped: ``dom._collect_metadata`` (``<meta>`` tags and JSON-LD script texts)
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # OpenGraph prefixes extruct reads (extruct.opengraph._OG_NAMESPACES)
 OG_PREFIXES = ("og", "music", "video", "article", "book", "profile", "product")
 # ours, kept before run_arm hands extract_metadata each arm's objects in its place
-from scrapy_grownup.metadata import json_ld_objects as JSON_LD_OBJECTS  # noqa: E402
+from scrapy_grownup.output.metadata import json_ld_objects as JSON_LD_OBJECTS  # noqa: E402
 
 SKIP_MESSAGE = ("extruct is not installed: its arms are skipped "
                 "(pip install extruct to compare)")
@@ -58,8 +58,8 @@ def trees(record):
     import lxml.html
     from lxml import etree
 
-    from scrapy_grownup import dom
-    from scrapy_grownup.decoding import decode_html
+    from scrapy_grownup.page import dom
+    from scrapy_grownup.page.decoding import decode_html
     from scrapy_grownup.errors import GrownupError
 
     try:
@@ -77,7 +77,7 @@ def trees(record):
 
 def grownup_layer(page, tree, url, raised):
     """Our layer: meta tags and JSON-LD texts from the tree, parsed and flattened."""
-    from scrapy_grownup import dom
+    from scrapy_grownup.page import dom
 
     meta, blocks = dom._collect_metadata(tree)
     probe = copy.copy(page)
@@ -89,7 +89,8 @@ def extruct_layer(page, tree, url, raised, syntaxes=("json-ld", "opengraph", "mi
     """extruct's layer: its JSON-LD (flattened as ours), OpenGraph and microdata items."""
     import extruct
 
-    from scrapy_grownup import dom, metadata
+    from scrapy_grownup.page import dom
+    from scrapy_grownup.output import metadata
 
     out = {}
     for syntax in syntaxes:
@@ -121,7 +122,7 @@ def extruct_layer(page, tree, url, raised, syntaxes=("json-ld", "opengraph", "mi
 
 
 def run_arm(layer, loaded, url_of) -> tuple[list[dict], list[float], list[float], Counter]:
-    from scrapy_grownup import metadata
+    from scrapy_grownup.output import metadata
 
     preds, layer_times, meta_times, raised = [], [], [], Counter()
     try:
@@ -153,7 +154,7 @@ def json_ld_blocks(loaded) -> dict:
     """Every JSON-LD block parsed by ours (``metadata._load_json``) and by extruct."""
     from extruct.jsonld import HTML_OR_JS_COMMENTLINE, JsonLdExtractor
 
-    from scrapy_grownup import metadata
+    from scrapy_grownup.output import metadata
 
     extractor = JsonLdExtractor()
     counts, examples = Counter(), []

@@ -26,7 +26,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from scrapy_grownup.featurizer import feature_blocks
+    from scrapy_grownup.graph.featurizer import feature_blocks
     from scrapy_grownup.model import GrownUpModel, ModelConfig
     from scrapy_grownup.training import crosssite
     from scrapy_grownup.training.corpus import corpus_encoder

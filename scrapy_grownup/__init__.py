@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import GrownupError, NotHTMLError, EmptyPageError, ModelLoadError
-from .limits import PageLimits
+from scrapy_grownup.errors import GrownupError, NotHTMLError, EmptyPageError, ModelLoadError
+from scrapy_grownup.page.limits import PageLimits
 
 __version__ = "0.1.0"
 
@@ -31,19 +31,19 @@ __all__ = [
 ]
 
 _LAZY = {
-    "parse_page": ("scrapy_grownup.dom", "parse_page"),
-    "PageStructure": ("scrapy_grownup.dom", "PageStructure"),
-    "Featurizer": ("scrapy_grownup.featurizer", "Featurizer"),
+    "parse_page": ("scrapy_grownup.page.dom", "parse_page"),
+    "PageStructure": ("scrapy_grownup.page.dom", "PageStructure"),
+    "Featurizer": ("scrapy_grownup.graph.featurizer", "Featurizer"),
     "ArticleExtractor": ("scrapy_grownup.extractor", "ArticleExtractor"),
-    "Article": ("scrapy_grownup.article", "Article"),
-    "Addon": ("scrapy_grownup.addon", "Addon"),
-    "ArticleItem": ("scrapy_grownup.items", "ArticleItem"),
-    "with_article": ("scrapy_grownup.middlewares", "with_article"),
+    "Article": ("scrapy_grownup.output.article", "Article"),
+    "Addon": ("scrapy_grownup.crawl.addon", "Addon"),
+    "ArticleItem": ("scrapy_grownup.crawl.items", "ArticleItem"),
+    "with_article": ("scrapy_grownup.crawl.middlewares", "with_article"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .dom import PageStructure, parse_page
-    from .featurizer import Featurizer
+    from scrapy_grownup.page.dom import PageStructure, parse_page
+    from scrapy_grownup.graph.featurizer import Featurizer
 
 
 def __getattr__(name: str) -> Any:

@@ -13,13 +13,13 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .alignment import assemble_text
-from .assembly import model_article, rescored_article
-from .article import Article
-from .dom import PageStructure, parse_page
-from .errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
-from .limits import PageLimits
-from .threads import DEFAULT_THREADS, check_threads, torch_threads
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.output.assembly import model_article, rescored_article
+from scrapy_grownup.output.article import Article
+from scrapy_grownup.page.dom import PageStructure, parse_page
+from scrapy_grownup.errors import ArticleError, GrownupError, ModelError, ModelLoadError, own_error
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.model.threads import DEFAULT_THREADS, check_threads, torch_threads
 
 logger = logging.getLogger(__name__)
 MODELS_DIR = Path(__file__).parent / "assets" / "models"
@@ -56,7 +56,7 @@ def auto_model(device: str | None = None, warn: bool = True) -> str:
     ``fast``'s ~45. On a GPU without the ``[minilm]`` extra it is ``fast``, with a warning
     that says what to install (``warn=False``: a question about what it would load)."""
     if device in (None, "auto"):
-        from .cuda import cuda_available
+        from scrapy_grownup.model.cuda import cuda_available
 
         on_gpu = cuda_available()
     else:
@@ -64,7 +64,7 @@ def auto_model(device: str | None = None, warn: bool = True) -> str:
     if not on_gpu:
         return "fast"
     if model_document(resolve_model_dir("default")).get("encoder") == "minilm":
-        from .encoders.minilm import minilm_installed
+        from scrapy_grownup.encoders.minilm import minilm_installed
 
         if not minilm_installed():
             if warn:
@@ -162,14 +162,14 @@ class ArticleExtractor:
         (``adaptive=True`` makes it the centre of the adaptive band instead).
         ``threads``: torch intra-op threads while the model runs (one by default, what small
         per-page models run best on; set for each call and restored afterwards, see
-        ``scrapy_grownup.threads``); ``None`` leaves torch's own setting alone.
+        ``scrapy_grownup.model.threads``); ``None`` leaves torch's own setting alone.
         ``rescore``: whether the model's block rescorer (``block_rescorer.npz``, when it has
         one) rescores each block from its context; without a ``threshold``, its own cut-off
         is used. ``True`` for a model without one raises ``ModelLoadError``.
         """
-        from .encoders import get_encoder
-        from .featurizer import FEATURE_VERSION, Featurizer
-        from .model import GrownUpModel
+        from scrapy_grownup.encoders import get_encoder
+        from scrapy_grownup.graph.featurizer import FEATURE_VERSION, Featurizer
+        from scrapy_grownup.model import GrownUpModel
 
         if name_or_path == "auto":
             name_or_path = auto_model(device)
@@ -305,7 +305,7 @@ class ArticleExtractor:
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
         """The article of ``page`` from its node scores (``refine`` overrides the default);
         ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
-        from .head_fields import head_fields
+        from scrapy_grownup.decisions.head_fields import head_fields
 
         # code blocks and data tables whole, so text and Markdown never show half of one
         options = {"refine": self.refine if refine is None else refine, "adaptive": self.adaptive}
@@ -316,7 +316,7 @@ class ArticleExtractor:
         heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
         if outputs is not None and outputs.get("roles") is not None:
-            from .role_fields import role_fields
+            from scrapy_grownup.decisions.roles import role_fields
 
             # comments and related links only where they are what their names say
             heads.update(role_fields(page, keep, outputs["roles"], self.model.role_names))
@@ -339,7 +339,7 @@ class ArticleExtractor:
 def load_page_type(directory: Path, model):
     """The model directory's ``PageTypeClassifier`` (``page_type.npz``; ``None`` without one,
     or for a model whose genre head does not pool content, which the classifier reads)."""
-    from .page_type_classifier import PAGE_TYPE_FILE, PageTypeClassifier
+    from scrapy_grownup.decisions.page_type import PAGE_TYPE_FILE, PageTypeClassifier
 
     path = Path(directory) / PAGE_TYPE_FILE
     if not path.is_file() or model.genre_head is None or model.genre_readout is None:
@@ -363,7 +363,7 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
     if not rows:
         return
     pooled = np.stack([outputs[i]["genre_inputs"][:classifier.pooled_dim] for i in rows])
-    from .page_type_classifier import page_text
+    from scrapy_grownup.decisions.page_type import page_text
 
     probs = classifier.probabilities(
         [page_text(pages[i]) for i in rows], [pages[i].url or "" for i in rows],
@@ -376,7 +376,7 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
 def load_rescorer(directory: Path, rescore: bool | None = None):
     """The model directory's ``BlockRescorer`` (``None`` without one, or with
     ``rescore=False``)."""
-    from .block_rescorer import RESCORER_FILE, BlockRescorer
+    from scrapy_grownup.decisions.rescorer import RESCORER_FILE, BlockRescorer
 
     path = Path(directory) / RESCORER_FILE
     if rescore is False:
@@ -442,7 +442,7 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
     """
     import torch
 
-    from .store import node_budget_batches
+    from scrapy_grownup.graph.batching import node_budget_batches
 
     out: list = [None] * len(sizes)
     if any(module.training for module in model.modules()):
@@ -476,7 +476,7 @@ def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "
     ``markdown=False`` leaves the ``markdown`` field out unless ``output_format`` is
     "markdown" (``text`` holds it then); ``markdown_builder`` can supply it later.
     """
-    from .metadata import extract_metadata
+    from scrapy_grownup.output.metadata import extract_metadata
 
     meta = extract_metadata(page, keep)
     fields = dict(
@@ -488,7 +488,7 @@ def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "
         site_name=meta.site_name,
     )
     if markdown or output_format == "markdown":
-        from .markdown import to_markdown
+        from scrapy_grownup.output.markdown import to_markdown
 
         fields["markdown"] = to_markdown(page, keep)
     fields["text"] = fields["markdown"] if output_format == "markdown" \
@@ -510,7 +510,7 @@ def markdown_builder(page: PageStructure, keep: np.ndarray):
                for f in dataclasses.fields(page) if f.name not in _MARKDOWN_FIELDS}
     slim = dataclasses.replace(page, **{**dropped, "positions": None})
     if page.raw_text:  # class words inside <pre> only: they mark code lines (pre_text)
-        from .assembly import pre_roots
+        from scrapy_grownup.output.assembly import pre_roots
 
         words = [""] * page.num_nodes
         for v in pre_roots(page):
@@ -522,7 +522,7 @@ def markdown_builder(page: PageStructure, keep: np.ndarray):
     keep = np.array(keep, dtype=bool)
 
     def build() -> str:
-        from .markdown import to_markdown
+        from scrapy_grownup.output.markdown import to_markdown
 
         with own_error(ArticleError):  # read late: still this page's own error
             return to_markdown(slim, keep)

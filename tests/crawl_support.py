@@ -109,7 +109,7 @@ class StoryItem:
 def crashing_parse(body: bytes, url: str, content_type, limits, derive=()):
     """A worker ``parse`` for crash tests: ``crash-once:MARKER`` kills the worker process the
     first time (it creates MARKER), ``crash-always:`` every time; other URLs parse normally."""
-    from scrapy_grownup.workers import parse_in_worker
+    from scrapy_grownup.crawl.workers import parse_in_worker
 
     if url.startswith("crash-once:"):
         marker = Path(url.split(":", 1)[1])
@@ -127,7 +127,7 @@ def hanging_parse(body: bytes, url: str, content_type, limits, derive=()):
     sleeps with the alarm signal blocked (like C code that never returns to the interpreter:
     only stopping the worker ends it), ``sleep:SECONDS`` sleeps that long; other URLs parse
     normally."""
-    import scrapy_grownup.workers as workers
+    import scrapy_grownup.crawl.workers as workers
 
     if not getattr(workers.parse_page, "hangs", False):  # patched once per process
         workers.parse_page = _hanging(workers.parse_page)

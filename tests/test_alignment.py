@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from scrapy_grownup.alignment import (
+from scrapy_grownup.data.labels import (
     align_labels, assemble_text, clean_cleaneval_gold, match_blocks, page_tokens,
     perfect_filter_text, split_dragnet_gold,
 )
-from scrapy_grownup.dom import parse_page
+from scrapy_grownup.page.dom import parse_page
 
 PAGE = (
     "<html><head><title>T</title></head><body>"
@@ -204,7 +204,7 @@ def test_assemble_text_writes_a_data_table_row_per_line():
 
 
 def test_complete_blocks_keeps_code_whole_and_tables_kept_mostly():
-    from scrapy_grownup.assembly import complete_blocks
+    from scrapy_grownup.output.assembly import complete_blocks
 
     p = page("<pre><span>a</span>\n<span>b</span></pre><p>x</p>"
              "<table><tr><th>Name</th><th>Price</th></tr><tr><td>Alpha</td><td>$1</td></tr>"

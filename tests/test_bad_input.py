@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from scrapy_grownup.dom import PageStructure, parse_page
+from scrapy_grownup.page.dom import PageStructure, parse_page
 from scrapy_grownup.errors import EmptyPageError, GrownupError, NotHTMLError
-from scrapy_grownup.limits import PageLimits
+from scrapy_grownup.page.limits import PageLimits
 from tests.crawl_support import PEAK_RSS_KB
 
 
@@ -64,7 +64,7 @@ def test_deep_nesting_is_capped():
 def test_50mb_page_is_truncated_in_bounded_time_and_memory():
     # Run in a subprocess so the peak RSS measured is this page's alone.
     code = (
-        "from scrapy_grownup.dom import parse_page;"
+        "from scrapy_grownup.page.dom import parse_page;"
         "b=b'<html><body>'+b'<div class=c><p>para text here</p></div>'*1_300_000;"
         "p=parse_page(b);"
         f"print(len(b), p.num_nodes, ','.join(p.truncated), {PEAK_RSS_KB})"

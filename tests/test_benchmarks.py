@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup import datasets
+from scrapy_grownup.data import datasets
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 RUNS = {

@@ -9,15 +9,15 @@ import shutil
 import numpy as np
 import pytest
 
-from scrapy_grownup.attribute_cues import CUE_NAMES, attribute_cues
-from scrapy_grownup.block_rescorer import (BLOCK_FEATURE_NAMES, BLOCK_FEATURE_VERSION,
+from scrapy_grownup.graph.attribute_cues import CUE_NAMES, attribute_cues
+from scrapy_grownup.decisions.rescorer import (BLOCK_FEATURE_NAMES, BLOCK_FEATURE_VERSION,
                                            RESCORER_FILE, BlockRescorer, block_features,
                                            spread_to_nodes)
-from scrapy_grownup.dom import parse_page
+from scrapy_grownup.page.dom import parse_page
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import MODELS_DIR
-from scrapy_grownup.page_signals import SIGNAL_VERSION
-from scrapy_grownup.refine import ADAPTIVE_BAND, block_of
+from scrapy_grownup.graph.signals import SIGNAL_VERSION
+from scrapy_grownup.decisions.refine import ADAPTIVE_BAND, block_of
 
 PARAGRAPH = ("The council met on Tuesday to decide the future of the old bridge, which has "
              "carried traffic over the river for more than a century.")
@@ -191,7 +191,7 @@ def test_the_file_round_trips_and_refuses_other_features(tmp_path):
 
 def test_fast_ships_a_rescorer_and_uses_it_unless_told_not_to(monkeypatch):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup import assembly as assembly_module
+    from scrapy_grownup.output import assembly as assembly_module
 
     html = PAGE.replace("<p>All", "<p>Copyright 2026. All")
     plain = ArticleExtractor.from_pretrained("fast", rescore=False)
@@ -288,7 +288,7 @@ def test_fit_rescorer_max_features_lets_each_split_choose_from_a_share_of_the_co
     splits on it first. A share outside (0, 1] is one line."""
     from types import SimpleNamespace
 
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.training.rescorer import add_arguments, fit
 
     X = noise_columns(2000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_grownup.boosted_trees import BoostedTrees
+from scrapy_grownup.decisions.boosted_trees import BoostedTrees
 
 
 def data(classes: int, rows: int = 400, seed: int = 0):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_grownup import __version__
-from scrapy_grownup.cli import build_parser, main
+from scrapy_grownup.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "tests" / "golden" / "news_jsonld.html").read_bytes()
@@ -163,7 +163,7 @@ def test_a_threshold_outside_0_and_1_is_one_line_before_any_work(tmp_path, capsy
 
 
 def test_extract_precision_and_recall_presets(pages, tmp_path, capsys):
-    from scrapy_grownup.cli import RECALL_THRESHOLD, build_parser
+    from scrapy_grownup.cli.main import RECALL_THRESHOLD, build_parser
 
     parse = build_parser().parse_args
     precise = parse(["extract", "x.html", "--precision"])
@@ -288,8 +288,8 @@ def test_a_page_that_kills_its_job_process_costs_only_itself():
     in order."""
     import asyncio
 
-    from scrapy_grownup.cli import job_batch
-    from scrapy_grownup.workers import WorkerCrashedError
+    from scrapy_grownup.cli.main import job_batch
+    from scrapy_grownup.crawl.workers import WorkerCrashedError
 
     class Pool:  # a ProcessPool whose processes die on any batch holding a "crash" page
         calls = 0
@@ -381,8 +381,8 @@ def test_jobs_auto_asks_for_a_gpu_without_importing_torch(tmp_path):
     main process decides that without importing torch, and agrees with torch's answer."""
     code = (
         "import json, os, sys\n"
-        "from scrapy_grownup.cli import _extract_jobs, build_parser\n"
-        "from scrapy_grownup.cuda import cuda_available, gpu_driver_present\n"
+        "from scrapy_grownup.cli.main import _extract_jobs, build_parser\n"
+        "from scrapy_grownup.model.cuda import cuda_available, gpu_driver_present\n"
         "args = build_parser().parse_args(['extract', 'pages', '--jobs', 'auto'])\n"
         "jobs = _extract_jobs(args, 10 * args.batch_pages)\n"
         "said = {'jobs': jobs, 'cpus': os.cpu_count(), 'driver': gpu_driver_present(),\n"
@@ -406,7 +406,7 @@ def test_jobs_auto_asks_for_a_gpu_without_importing_torch(tmp_path):
 
 
 def test_a_gpu_driver_is_found_by_its_device_node_or_tool(tmp_path, monkeypatch):
-    from scrapy_grownup import cuda
+    from scrapy_grownup.model import cuda
 
     monkeypatch.setattr(cuda.sys, "platform", "linux")
     monkeypatch.setattr(cuda, "DRIVER_PATHS", (str(tmp_path / "nvidia0"),))

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from example_project.news_site import STORIES, serve
-from scrapy_grownup.assembly import TEXT_SOURCES
+from scrapy_grownup.output.assembly import TEXT_SOURCES
 from tests.crawl_support import NUM_STORIES, read_results, run_crawl, serve_slowly, \
     write_test_site
 
@@ -204,7 +204,8 @@ def test_graceful_stop_loses_no_item(tmp_path):
 def test_page_types_keep_only_the_chosen_types(tmp_path):
     """Real page-type pages: an item is kept exactly when the shipped genre head puts its page
     in GROWNUP_PAGE_TYPES; every other page is one counted ``page_type`` drop."""
-    from scrapy_grownup import ArticleExtractor, datasets
+    from scrapy_grownup import ArticleExtractor
+    from scrapy_grownup.data import datasets
     from scrapy_grownup.training.holdout import heldout_ids
 
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from scrapy_grownup import datasets as D
+from scrapy_grownup.data import datasets as D
 from scrapy_grownup.errors import GrownupError
 from scrapy_grownup.training.crosssite import EVAL_DATASETS, LEAVE_OUT
 from scrapy_grownup.training.dataset_warc import (corpus_pages, held_out_pages,
@@ -95,7 +95,7 @@ def test_the_corpus_without_fundus_holds_none_of_its_sites(tmp_path):
 def test_a_misspelt_held_out_set_is_refused_before_anything_trains(capsys):
     """``grownup evaluate --protocol leave-out --hold fundsu`` would otherwise train a model on
     every page and test it on none."""
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.training.crosssite import held_out_datasets
 
     assert held_out_datasets("fundus", EVAL_DATASETS) == ("fundus", "fundus_history")

@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from scrapy_grownup import datasets as D
+from scrapy_grownup.data import datasets as D
 
 
 def available(name):

@@ -4,7 +4,7 @@ import codecs
 
 import pytest
 
-from scrapy_grownup.decoding import candidate_encodings, decode_html, looks_like_html, \
+from scrapy_grownup.page.decoding import candidate_encodings, decode_html, looks_like_html, \
     resolve_encoding, sniff_binary
 from scrapy_grownup.errors import NotHTMLError
 

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from scrapy_grownup.dom import (
+from scrapy_grownup.page.dom import (
     NUM_CHILD_POSITIONS, SEP_BLOCK, SEP_NONE, SEP_SPACE, STRUCT_BLOCKS, STRUCT_DIM, parse_page,
     tree_edges,
 )
-from scrapy_grownup.fonts import SIZE_INDEX, S_ITALIC, S_NORMAL, S_UNKNOWN, W_BOLD, W_NORMAL, \
+from scrapy_grownup.page.fonts import SIZE_INDEX, S_ITALIC, S_NORMAL, S_UNKNOWN, W_BOLD, W_NORMAL, \
     W_UNKNOWN
-from scrapy_grownup.limits import PageLimits
-from scrapy_grownup.tags import OTHER_TAG, TAG_INDEX, TAGS
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.page.tags import OTHER_TAG, TAG_INDEX, TAGS
 
 
 def page(html, **kw):
@@ -219,7 +219,7 @@ def test_nesting_deeper_than_libxml2_keeps_the_rest_of_the_page():
 
 
 def test_flatten_deep_counts_only_real_tags():
-    from scrapy_grownup.nesting import flatten_deep
+    from scrapy_grownup.page.nesting import flatten_deep
 
     doc = (b"<div><!-- <div><div> --><script>'<div><div>'</script><br><img src=x/>"
            b"<div><div><p>deep</p></div></div>tail</div>")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from example_project.news_site import STORIES, article_page
-from scrapy_grownup.datasets import PageRecord
+from scrapy_grownup.data.datasets import PageRecord
 from scrapy_grownup.errors import GrownupError, ModelLoadError
 from scrapy_grownup.training.loop import TrainConfig
 from scrapy_grownup.training.trainer import train
@@ -114,7 +114,7 @@ def test_loading_checks_files_and_versions(trained, tmp_path):
 
 
 def test_cli_extract(trained, tmp_path, capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     pages = tmp_path / "pages"
     pages.mkdir()
@@ -132,8 +132,8 @@ def test_cli_extract(trained, tmp_path, capsys):
 
 
 def test_refine_keeps_largest_group():
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.refine import largest_content_group
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.decisions.refine import largest_content_group
 
     filler = " ".join(["menu"] * 50)
     page = parse_page(f"<html><body><div><p>{'word ' * 30}</p><p>{'more ' * 20}</p></div>"
@@ -146,8 +146,8 @@ def test_refine_keeps_largest_group():
 
 
 def test_refine_with_textless_content_nodes():
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.refine import largest_content_group
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.decisions.refine import largest_content_group
 
     page = parse_page(b"<html><body><div><p>text</p></div></body></html>", positions=False)
     keep = np.array([t == "div" for t in page.tags])  # kept, but owns no text
@@ -164,7 +164,7 @@ def test_page_features_are_exactly_the_page_features_the_extractor_reads(trained
     but does not name would be computed again in the model's process, one it names but does
     not read would cost the workers for nothing."""
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.page.dom import parse_page
 
     extractor = ArticleExtractor.from_pretrained(trained[0] / "best" if model == "tiny"
                                                  else model, device="cpu", **options)

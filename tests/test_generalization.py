@@ -4,12 +4,12 @@ whole-block rules, and the WCXB bag-of-words metric."""
 import numpy as np
 import pytest
 
-from scrapy_grownup import datasets as D
-from scrapy_grownup import splits
-from scrapy_grownup.alignment import assemble_text
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.metrics import bag_of_words_f1, bag_of_words_scores
-from scrapy_grownup.refine import (block_of, block_scores, content_mask, drop_repeated_blocks,
+from scrapy_grownup.data import datasets as D
+from scrapy_grownup.data import splits
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.evaluation.metrics import bag_of_words_f1, bag_of_words_scores
+from scrapy_grownup.decisions.refine import (block_of, block_scores, content_mask, drop_repeated_blocks,
                                    main_container, page_threshold, whole_blocks, without_byline,
                                    without_embed_notices, without_headline)
 
@@ -167,7 +167,7 @@ HIDDEN_PAGE = (b"<html><head><noscript><img src=pixel.gif></noscript></head><bod
 
 
 def test_markup_hidden_elements_are_flagged_or_removed():
-    from scrapy_grownup.layout import LAYOUT_BLOCKS, layout_features
+    from scrapy_grownup.graph.layout import LAYOUT_BLOCKS, layout_features
 
     text = " ".join(parse_page(HIDDEN_PAGE, visibility=True).seg_text)
     for gone in ("hidden attribute", "aria hidden", "display none", "visibility hidden",
@@ -362,7 +362,7 @@ HIDDEN_COPY_PAGE = (  # freitag.de: a paywall's display:none copy of the whole a
 
 
 def test_a_hidden_copy_of_the_kept_text_is_dropped():
-    from scrapy_grownup.refine import HIDDEN_COPY_WORDS, hidden_nodes, without_hidden_copies
+    from scrapy_grownup.decisions.refine import HIDDEN_COPY_WORDS, hidden_nodes, without_hidden_copies
 
     page = parse_page(HIDDEN_COPY_PAGE)
     probs = _scored(page, default=0.95)
@@ -449,7 +449,7 @@ def test_kept_blocks_inside_modal_dialogs_leave_the_text():
     """``role=dialog`` / ``alertdialog`` and ``aria-modal=true`` elements are overlays that
     scripts open: their blocks leave the text however the model scores them, unless the
     page's only kept text is in one."""
-    from scrapy_grownup.refine import dialog_nodes, without_dialogs
+    from scrapy_grownup.decisions.refine import dialog_nodes, without_dialogs
 
     page = parse_page(DIALOG_PAGE)
     probs = _scored(page, default=0.9)
@@ -501,7 +501,7 @@ def test_text_for_screen_readers_only_leaves_the_text():
     ``visually-hidden``, ``visuallyhidden``, ``screen-reader-text``) is not what a reader
     sees: it leaves the kept text, the visible text of the same blocks stays, and a page whose
     only kept text is such text keeps it."""
-    from scrapy_grownup.refine import screen_reader_nodes, without_screen_reader_text
+    from scrapy_grownup.decisions.refine import screen_reader_nodes, without_screen_reader_text
 
     page = parse_page(SCREEN_READER_PAGE)
     probs = _scored(page, default=0.9)
@@ -618,7 +618,7 @@ def test_a_page_of_nothing_but_boilerplate_keeps_nothing():
     """Otsu splits every page in two: on a shell page the upper group is the least unlikely
     lines (the shop's name, scored 0.23 where the rest is 0.02), and a cut-off lowered to
     0.5 - 0.3 would keep it. No block comes within 0.2 of 0.5, so the cut-off stays."""
-    from scrapy_grownup.refine import LOWERING_MARGIN, lowers_cut
+    from scrapy_grownup.decisions.refine import LOWERING_MARGIN, lowers_cut
 
     page = parse_page(SHELL_PAGE)
     probs = _scored(page, default=0.02, Example=0.23)
@@ -661,7 +661,7 @@ def test_a_page_that_keeps_nothing_but_has_prose_keeps_its_prose():
     """Scores under 0.1 everywhere keep nothing (``lowers_cut``); a page with three or more
     long, visible paragraphs of little link text outside its chrome keeps those instead, so
     a crawl does not drop it; with two, or with ``fallback=False``, it keeps nothing."""
-    from scrapy_grownup.refine import PROSE_MIN_BLOCKS
+    from scrapy_grownup.decisions.refine import PROSE_MIN_BLOCKS
 
     page = parse_page(_prose_page(3))
     probs = _scored(page, default=0.03)
@@ -685,7 +685,7 @@ def test_the_prose_fallback_comes_after_the_content_models_own_article():
     page's prose only where that keeps nothing too."""
     from types import SimpleNamespace
 
-    from scrapy_grownup.assembly import model_article, rescored_article, rescored_article_mask
+    from scrapy_grownup.output.assembly import model_article, rescored_article, rescored_article_mask
 
     page = parse_page(_prose_page(3))
     trees = SimpleNamespace(rescore=lambda page, probs: np.full(page.num_nodes, 0.02),
@@ -727,7 +727,7 @@ def test_a_cut_weighed_by_block_characters_leaves_a_widget_of_short_blocks_out()
     """Otsu over text-owning nodes by log length lets the many short nodes decide: the cut falls
     between the menu and the widget (clipped to 0.5 - 0.3) and the widget is kept; over blocks
     by their characters the long paragraphs decide and the cut falls above the widget."""
-    from scrapy_grownup.refine import CUT_WEIGHTS, block_threshold
+    from scrapy_grownup.decisions.refine import CUT_WEIGHTS, block_threshold
 
     page, probs = _schedule_page()
     lengths = page.text_lengths()
@@ -749,7 +749,7 @@ def test_a_cut_weighed_by_block_characters_leaves_a_widget_of_short_blocks_out()
 
 
 def test_a_block_cut_stays_in_the_band_and_needs_two_scores():
-    from scrapy_grownup.refine import block_threshold
+    from scrapy_grownup.decisions.refine import block_threshold
 
     page, probs = _schedule_page()
     lengths = page.text_lengths()
@@ -780,7 +780,7 @@ def test_bag_of_words_metric():
 
 
 def test_layout_features_measure_link_density_landmarks_and_position():
-    from scrapy_grownup.layout import LAYOUT_BLOCKS, LAYOUT_DIM, layout_column, layout_features
+    from scrapy_grownup.graph.layout import LAYOUT_BLOCKS, LAYOUT_DIM, layout_column, layout_features
 
     page = parse_page(
         b"<html><body><nav role=navigation><ul><li><a href=/a>Home page link</a></li></ul></nav>"
@@ -809,8 +809,8 @@ def test_layout_features_measure_link_density_landmarks_and_position():
 
 
 def test_old_models_keep_their_inputs_and_new_ones_read_layout():
-    from scrapy_grownup.featurizer import feature_blocks, uses_layout
-    from scrapy_grownup.layout import LAYOUT_DIM
+    from scrapy_grownup.graph.featurizer import feature_blocks, uses_layout
+    from scrapy_grownup.graph.layout import LAYOUT_DIM
 
     assert feature_blocks(256)[-1] == ("x_layout", LAYOUT_DIM) and uses_layout(feature_blocks(8))
     assert not uses_layout(feature_blocks(256, layout=False))
@@ -832,7 +832,7 @@ REPEAT_PAGE = (b"<html><body><nav><a href=/>Home</a></nav><main><article><h1>Hea
 
 
 def test_repetition_features_tell_cards_their_list_and_their_share():
-    from scrapy_grownup.repetition import REPETITION_BLOCKS, REPETITION_DIM, repetition_features
+    from scrapy_grownup.graph.repetition import REPETITION_BLOCKS, REPETITION_DIM, repetition_features
 
     page = parse_page(REPEAT_PAGE)
     f = repetition_features(page)
@@ -862,7 +862,7 @@ def test_repetition_features_tell_cards_their_list_and_their_share():
 
 
 def test_repetition_features_of_pages_without_groups():
-    from scrapy_grownup.repetition import REPETITION_DIM, repetition_features
+    from scrapy_grownup.graph.repetition import REPETITION_DIM, repetition_features
 
     for html in (b"<html><body></body></html>", b"<html><body><p>short</p></body></html>"):
         f = repetition_features(parse_page(html))
@@ -873,9 +873,9 @@ def test_models_read_repetition_only_when_trained_with_it(tmp_path):
     import torch
 
     from scrapy_grownup.extractor import ArticleExtractor
-    from scrapy_grownup.featurizer import Featurizer, feature_blocks, uses_repetition
+    from scrapy_grownup.graph.featurizer import Featurizer, feature_blocks, uses_repetition
     from scrapy_grownup.model import GrownUpModel, ModelConfig
-    from scrapy_grownup.repetition import REPETITION_DIM
+    from scrapy_grownup.graph.repetition import REPETITION_DIM
 
     assert feature_blocks(8, repetition=True)[-1] == ("x_repeat", REPETITION_DIM)
     assert not uses_repetition(feature_blocks(8)) and uses_repetition(feature_blocks(8, True, True))
@@ -906,7 +906,7 @@ def test_stores_keep_the_repetition_block_and_old_stores_still_load(tmp_path):
     import torch
 
     from scrapy_grownup.encoders import get_encoder
-    from scrapy_grownup.store import GraphStore
+    from scrapy_grownup.data.store import GraphStore
 
     page = parse_page(REPEAT_PAGE)
     store = GraphStore.build([page, page], get_encoder("static"), ids=["a", "b"])
@@ -930,7 +930,7 @@ def test_stores_keep_the_repetition_block_and_old_stores_still_load(tmp_path):
 def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     if not _available("magic_html_forum"):
         pytest.skip("dataset magic_html_forum not available")
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -986,7 +986,7 @@ def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monk
         pytest.skip("dataset magic_html_forum not available")
     from safetensors.numpy import load_file
 
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.training import crosssite
     from scrapy_grownup.training.corpus import corpus_encoder
 
@@ -1089,7 +1089,7 @@ def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeyp
         pytest.skip("dataset wcxb_dev not available")
     from safetensors.numpy import load_file
 
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.training import crosssite
     from scrapy_grownup.training.corpus import corpus_encoder
 
@@ -1180,7 +1180,7 @@ def test_bf16_training_keeps_float32_weights_and_the_recipes_losses(tmp_path, mo
 
     from safetensors.numpy import load_file
 
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.extractor import ArticleExtractor
     from scrapy_grownup.training import crosssite
     from scrapy_grownup.training.corpus import corpus_encoder
@@ -1317,7 +1317,7 @@ def test_per_page_scores_round_trip(tmp_path):
 
 
 def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"]) == 2
     assert capsys.readouterr().err.strip() == "grownup fit-rescorer: error: --skip-cv needs --hold"
@@ -1350,7 +1350,7 @@ def test_evaluation_scores_the_text_the_extractor_returns():
 
 
 def test_the_article_mask_completes_a_data_table_the_decisions_kept_most_of():
-    from scrapy_grownup.assembly import article_mask
+    from scrapy_grownup.output.assembly import article_mask
 
     cells = [("Alpha", "Ten"), ("Bravo", "Eleven"), ("Charlie", "Twelve"), ("Delta", "Thirteen")]
     rows = "".join(f"<tr><td>{name} station</td><td>{rain} mm of rain fell overnight</td></tr>"
@@ -1418,7 +1418,7 @@ def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeyp
     """``--only-folds 0,2``: the folds ``grownup evaluate --only-folds`` trained, each rescored
     by trees fitted on the other named folds' pages; the folds not named need no model. A
     fold list that is not one is a one-line error before any page is loaded."""
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
     from scrapy_grownup.training.command import fold_list
 
     assert fold_list(None, 5) is None and fold_list("2,0,2", 5) == [0, 2]

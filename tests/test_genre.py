@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scrapy_grownup import datasets
+from scrapy_grownup.data import datasets
 from scrapy_grownup.training.genre import (
     GENRES, genre_index, page_types, scores, stratified_group_folds, text_baseline,
 )

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from scrapy_grownup import datasets
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.page_signals import SIGNAL_DIM, SIGNAL_GROUPS, page_signals, url_tokens
+from scrapy_grownup.data import datasets
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_GROUPS, page_signals, url_tokens
 
 PRODUCT = b"""<html><head><title>Blue kettle</title>
 <script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product",
@@ -31,7 +31,7 @@ def test_page_signals_read_url_schema_dom_and_attributes():
     other = page_signals(page, url="https://shop.test/forum/thread/1")
     assert not np.array_equal(v[:SIGNAL_GROUPS["url"]], other[:SIGNAL_GROUPS["url"]])
     assert np.array_equal(v[SIGNAL_GROUPS["url"]:], other[SIGNAL_GROUPS["url"]:])
-    from scrapy_grownup import page_signals as S
+    from scrapy_grownup.graph import signals as S
 
     schema = v[SIGNAL_GROUPS["url"]:SIGNAL_GROUPS["url"] + SIGNAL_GROUPS["schema"]]
     assert schema[S.SCHEMA_TYPES.index("product")] == 1
@@ -59,7 +59,7 @@ def test_page_signals_read_url_schema_dom_and_attributes():
 ])
 def test_page_signals_count_price_cart_and_date_cues_whole_words_any_case(text, prices, carts,
                                                                           dates):
-    from scrapy_grownup import page_signals as S
+    from scrapy_grownup.graph import signals as S
 
     page = parse_page(f"<html><body><p>{text}</p></body></html>".encode())
     dom = page_signals(page)[SIGNAL_GROUPS["url"] + SIGNAL_GROUPS["schema"]:
@@ -74,7 +74,7 @@ def _fold_models(root, plans):
     import torch
 
     from scrapy_grownup.encoders import get_encoder
-    from scrapy_grownup.featurizer import feature_blocks
+    from scrapy_grownup.graph.featurizer import feature_blocks
     from scrapy_grownup.model import GrownUpModel, ModelConfig
 
     encoder = get_encoder("static")
@@ -94,7 +94,7 @@ def test_genre_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
         datasets.ensure_unpacked("wcxb_dev")
     except datasets.DatasetNotAvailable:
         pytest.skip("wcxb_dev not available")
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
     _fold_models(tmp_path / "folds", range(2))
@@ -129,9 +129,9 @@ def _signals_model(tmp_path):
     import torch
 
     from scrapy_grownup.encoders import get_encoder
-    from scrapy_grownup.featurizer import feature_blocks
+    from scrapy_grownup.graph.featurizer import feature_blocks
     from scrapy_grownup.model import GrownUpModel, ModelConfig
-    from scrapy_grownup.page_signals import SIGNAL_VERSION
+    from scrapy_grownup.graph.signals import SIGNAL_VERSION
     from scrapy_grownup.training.genre import GENRES
 
     encoder = get_encoder("static")
@@ -193,7 +193,7 @@ def test_fit_heads_extra_genre_pages_never_share_a_site_with_the_hold_out():
             datasets.ensure_unpacked(name)
         except datasets.DatasetNotAvailable:
             pytest.skip(f"{name} not available")
-    from scrapy_grownup.splits import site_of
+    from scrapy_grownup.data.splits import site_of
     from scrapy_grownup.training.fit_heads import extra_genre_records
     from scrapy_grownup.training.holdout import heldout_ids
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from scrapy_grownup.dom import STRUCT_DIM, tree_edges
+from scrapy_grownup.page.dom import STRUCT_DIM, tree_edges
 from scrapy_grownup.model import GrownUpModel, ModelConfig
 from scrapy_grownup.model.grownup import _text_length_column
 from scrapy_grownup.model.heads import (ContentPooledReadout, ContextRoleHead, ancestor_sum,
@@ -127,7 +127,7 @@ def test_heads_train_and_infer_alike_and_round_trip(tmp_path):
 
 
 def _as_tables(batch):
-    from scrapy_grownup.featurizer import GraphBatch
+    from scrapy_grownup.graph.featurizer import GraphBatch
 
     tensors = {key: getattr(batch, key) for key in ("edge_index", "edge_type", "batch", "ptr",
                                                      "x_struct", "x_pos", "x_layout")}

@@ -77,8 +77,8 @@ def test_each_hostile_input_gives_an_article(extractor, name):
 def whole_page_markdown(body: bytes, content_type: str) -> str:
     import numpy as np
 
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.markdown import to_markdown
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.output.markdown import to_markdown
 
     page = parse_page(body, url=URL, content_type=content_type)
     return to_markdown(page, np.ones(page.num_nodes, dtype=bool))
@@ -91,10 +91,10 @@ def test_all_ten_in_one_batch(extractor):
 
 
 def test_the_underlying_helpers_ignore_bad_values():
-    from scrapy_grownup.decoding import decode_html, resolve_encoding
-    from scrapy_grownup.fonts import font_features, weight_bucket
-    from scrapy_grownup.metadata import _load_json, normalize_date
-    from scrapy_grownup.urls import join_url, url_host, url_path
+    from scrapy_grownup.page.decoding import decode_html, resolve_encoding
+    from scrapy_grownup.page.fonts import font_features, weight_bucket
+    from scrapy_grownup.output.metadata import _load_json, normalize_date
+    from scrapy_grownup.page.urls import join_url, url_host, url_path
 
     assert resolve_encoding("undefined") is None and resolve_encoding("base64") is None
     assert decode_html(b"<p>caf\xc3\xa9</p>", "text/html; charset=undefined")[0] == \

@@ -192,14 +192,14 @@ def test_index_form_is_checked():
 
 @pytest.fixture(scope="module")
 def golden_pages():
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.page.dom import parse_page
 
     return [parse_page(p.read_bytes(), url="https://example.com/" + p.name)
             for p in sorted(GOLDEN.glob("*.html"))]
 
 
 def test_featurizer_batch_matches_graphs(golden_pages):
-    from scrapy_grownup.featurizer import Featurizer
+    from scrapy_grownup.graph.featurizer import Featurizer
 
     featurizer = Featurizer("static")
     pages = golden_pages[:4]
@@ -225,7 +225,7 @@ def test_shipped_model_scores_do_not_depend_on_the_batch_form(golden_pages):
     pages = golden_pages
     dense = Batch.from_data_list(extractor.featurizer.graphs(pages), exclude_keys=["page"])
     if extractor.model.config.genre_signals:  # its genre head reads them (x_signals, as training)
-        from scrapy_grownup.page_signals import page_signals
+        from scrapy_grownup.graph.signals import page_signals
 
         dense.x_signals = torch.from_numpy(np.stack([page_signals(p) for p in pages]))
     want = reference(extractor.model, dense)[0]
@@ -272,7 +272,7 @@ def test_encode_indexed_is_encode():
 # -- deferred markdown ---------------------------------------------------------------------------
 
 def test_deferred_markdown():
-    from scrapy_grownup.article import Article
+    from scrapy_grownup.output.article import Article
 
     calls = []
     article = Article(url=None, title="t", text="x")
@@ -292,9 +292,9 @@ def test_deferred_markdown():
 
 
 def test_extractor_markdown_is_the_same_deferred_or_not(golden_pages):
-    from scrapy_grownup.dom import PageStructure
+    from scrapy_grownup.page.dom import PageStructure
     from scrapy_grownup.extractor import ArticleExtractor, markdown_builder
-    from scrapy_grownup.markdown import to_markdown
+    from scrapy_grownup.output.markdown import to_markdown
 
     extractor = ArticleExtractor.from_pretrained("fast", device="cpu")
     body = (GOLDEN / "article_lists.html").read_bytes()

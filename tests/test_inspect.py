@@ -18,7 +18,7 @@ class FixedScores:
     name = "fixed"
 
     def __init__(self):
-        from scrapy_grownup.limits import PageLimits
+        from scrapy_grownup.page.limits import PageLimits
 
         self.featurizer = type("F", (), {"limits": PageLimits()})()
 
@@ -27,7 +27,7 @@ class FixedScores:
 
 
 def test_report_marks_every_text_element():
-    from scrapy_grownup.inspect_report import render_report
+    from scrapy_grownup.output.inspect import render_report
 
     html, _ = article_page(0)
     report = render_report(FixedScores(), html.encode())
@@ -41,7 +41,7 @@ def test_report_shades_the_content_models_scores_where_the_article_falls_back_to
     """Where the rescorer would keep no text, the article is the content model's own, so the
     report shades the content model's scores at its own threshold, as the article keeps."""
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup.inspect_report import render_report
+    from scrapy_grownup.output.inspect import render_report
 
     html, _ = article_page(0)
     extractor = ArticleExtractor.from_pretrained("fast")
@@ -56,7 +56,7 @@ def test_report_shades_the_content_models_scores_where_the_article_falls_back_to
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")
 def test_report_screenshot_in_headless_chromium(tmp_path):
-    from scrapy_grownup.inspect_report import render_report
+    from scrapy_grownup.output.inspect import render_report
 
     html = ("<html><body style='margin:0'>"
             "<p style='height:300px;margin:0;font-size:40px'>the article paragraph</p>"
@@ -105,7 +105,7 @@ HOSTILE = b"""<html><head><base href="http://evil.example/">
 def test_report_is_inert():
     """The report kept onload/onerror handlers, iframes and external stylesheets: opening it
     ran the page's scripts and contacted remote hosts."""
-    from scrapy_grownup.inspect_report import POLICY, render_report
+    from scrapy_grownup.output.inspect import POLICY, render_report
 
     report = render_report(FixedScores(), HOSTILE)
     lowered = report.lower()

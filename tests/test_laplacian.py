@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import scrapy_grownup.laplacian as lap
-from scrapy_grownup.laplacian import laplacian_positions
+import scrapy_grownup.graph.laplacian as lap
+from scrapy_grownup.graph.laplacian import laplacian_positions
 
 K = 32
 

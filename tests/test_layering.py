@@ -2,8 +2,10 @@
 
 - The training and pre-training modules import each other one way only: no cycle, counting the
   imports inside functions too (a function-level import must not hide a cycle).
-- Serving code (every module outside ``training`` and ``pretraining``) never imports them; the
-  one exception is the ``grownup`` command line, which wires the training commands.
+- Serving code (the pipeline's folders ``page``, ``graph``, ``encoders``, ``model``, ``decisions``,
+  ``output``, ``crawl`` and the root modules) never imports the training side (``data``,
+  ``training``, ``pretraining``, ``evaluation``). The ``grownup`` command line wires the training
+  commands and ``warc`` builds the pre-training corpus: both may.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import scrapy_grownup
 
 ROOT = Path(scrapy_grownup.__file__).parent
 PACKAGE = "scrapy_grownup"
-TRAINING = ("scrapy_grownup.training", "scrapy_grownup.pretraining")
-# Serving modules allowed to import training code: the command line's training commands.
-COMMAND_LINE = {"scrapy_grownup.cli"}
+TRAINING = ("scrapy_grownup.training", "scrapy_grownup.pretraining", "scrapy_grownup.data",
+            "scrapy_grownup.evaluation")
+# The tools that wire training and corpus building, allowed to import the training side.
+TOOLS = ("scrapy_grownup.cli", "scrapy_grownup.warc")
 
 
 def module_names() -> dict[str, Path]:
@@ -74,6 +77,10 @@ def is_training(name: str) -> bool:
     return any(name == t or name.startswith(t + ".") for t in TRAINING)
 
 
+def is_tool(name: str) -> bool:
+    return any(name == t or name.startswith(t + ".") for t in TOOLS)
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import cycle of ``graph`` (as a path that ends where it starts), or None."""
     state: dict[str, int] = {}
@@ -104,9 +111,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "scrapy_grownup.training.loop" in graph["scrapy_grownup.training.trainer"]
-    assert "scrapy_grownup.datasets" in graph["scrapy_grownup.training.holdout"]
+    assert "scrapy_grownup.data.datasets" in graph["scrapy_grownup.training.holdout"]
     # inside a function, relative: cli's training commands
-    assert "scrapy_grownup.training.trainer" in graph["scrapy_grownup.cli"]
+    assert "scrapy_grownup.training.trainer" in graph["scrapy_grownup.cli.main"]
 
 
 def test_training_modules_import_each_other_one_way():
@@ -126,6 +133,12 @@ def test_serving_code_never_imports_training():
     graph = import_graph()
     offenders = {name: sorted(m for m in deps if is_training(m))
                  for name, deps in graph.items()
-                 if not is_training(name) and name not in COMMAND_LINE}
+                 if not is_training(name) and not is_tool(name)}
     offenders = {k: v for k, v in offenders.items() if v}
     assert not offenders, offenders
+
+
+def test_the_package_root_holds_a_few_modules():
+    """The pipeline lives in its folders; the root keeps the public entry points."""
+    root = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(root) <= 12, root

@@ -16,7 +16,8 @@ import sys
 
 from hypothesis import given, settings, strategies as st
 
-from scrapy_grownup import fonts, markdown
+from scrapy_grownup.page import fonts
+from scrapy_grownup.output import markdown
 
 # The former patterns, as references for the results.
 OLD_DECL = re.compile(r"([a-zA-Z-]+)\s*:\s*([^;]+)")
@@ -52,9 +53,9 @@ def test_markdown_patterns_match_the_former_ones(text):
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.fonts import font_features
-from scrapy_grownup.markdown import to_markdown
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.page.fonts import font_features
+from scrapy_grownup.output.markdown import to_markdown
 
 SIZE = int(sys.argv[1])
 out = {}
@@ -75,7 +76,7 @@ for name, inner in (("pre_spaces", " " * SIZE), ("pre_newlines", "\n" * SIZE),
                        + inner + "y</pre><p><a href='/x'> " + inner[:SIZE // 10]
                        + " link</a></p></body></html>").encode())
     timed(name, to_markdown, page, np.ones(page.num_nodes, bool))
-from scrapy_grownup.page_signals import page_signals
+from scrapy_grownup.graph.signals import page_signals
 for name, text in (("signals_digits", "9" * SIZE), ("signals_dotted", "1." * (SIZE // 2)),
                    ("signals_month", "jan" + "a" * SIZE), ("signals_dates", "2020-" * (SIZE // 5))):
     page = parse_page(("<html><body><p>" + text + " eur</p></body></html>").encode(),
@@ -101,8 +102,8 @@ def test_long_styles_and_classes_are_not_cached():
     """A unique 100,000-character style or class on every element of many pages used to stay
     in the caches (16,384 and 65,536 entries of any size); values over ``MAX_CACHED_CHARS``
     are no longer kept, short ones still are."""
-    from scrapy_grownup import attributes
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.page import attributes
+    from scrapy_grownup.page.dom import parse_page
 
     fonts._cached_font_features.cache_clear()
     attributes._cached_words.cache_clear()

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_grownup.alignment import assemble_text
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.limits import PageLimits
-from scrapy_grownup.markdown import to_markdown
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.output.markdown import to_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 PAGES = {
@@ -235,8 +235,8 @@ def _node_with(page, tag, text):
 
 
 def real_case(name):
-    from scrapy_grownup import datasets
-    from scrapy_grownup.assembly import complete_blocks
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.output.assembly import complete_blocks
 
     dataset, id_, spec = REAL_CASES[name]
     try:
@@ -293,7 +293,7 @@ def test_real_page_golden_text_and_markdown(name, tmp_path):
 def test_shipped_model_on_real_pages_text_and_markdown_agree(fast_extractor):
     """Through the extractor: the table keeps its header cells (the model leaves one out), the
     shell session keeps its lines in ``text`` as in ``markdown``."""
-    from scrapy_grownup import datasets
+    from scrapy_grownup.data import datasets
 
     try:
         table, code = (datasets.load_record("wcxb_dev", i) for i in ("0020", "0407"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.metadata import (extract_metadata, headline_node, json_ld_objects,
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.output.metadata import (extract_metadata, headline_node, json_ld_objects,
                                      normalize_date, split_authors)
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -197,7 +197,7 @@ def test_repeated_author_meta_is_kept():
 
 
 def test_article_carries_metadata():
-    from scrapy_grownup.article import Article
+    from scrapy_grownup.output.article import Article
 
     fields = Article(url=None, title="t", text="x").to_dict()
     assert {"authors", "published", "canonical_url", "site_name", "markdown"} <= set(fields)
@@ -264,7 +264,7 @@ GERMAN = ("Die Bundesregierung hat am Mittwoch neue Regeln für den Ausbau der W
 
 
 def test_language_detected_when_undeclared_and_checked_when_declared():
-    from scrapy_grownup.metadata import language
+    from scrapy_grownup.output.metadata import language
 
     # none declared: the text's
     assert extract_metadata(page(f"<html><body><p>{GERMAN}</p></body></html>")).language == "de"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scrapy_grownup.metrics import (
+from scrapy_grownup.evaluation.metrics import (
     harmonic_mean, lcs_f1, lcs_scores, matched_tokens, shingle_counts, shingle_f1,
     shingle_scores, shingles, tokens, word_tokens,
 )

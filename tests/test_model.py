@@ -362,7 +362,7 @@ def test_drop_attributes_zeroes_whole_pages_and_nothing_else():
 
 
 def test_attribute_dropout_outside_0_1_is_one_line(capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     assert main(["evaluate", "--protocol", "site-cv", "--attribute-dropout", "1.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -400,7 +400,7 @@ def test_average_last_keeps_the_mean_of_the_last_epochs_steps(monkeypatch):
 
 
 def test_average_last_beyond_the_epochs_is_one_line(capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     assert main(["evaluate", "--protocol", "site-cv", "--epochs", "4",
                  "--average-last", "5"]) == 2
@@ -555,7 +555,7 @@ def test_weighted_bce_scales_each_node_by_its_pages_weight():
 # -- config -------------------------------------------------------------------------------------
 
 def test_config_round_trip_and_presets():
-    from scrapy_grownup.layout import LAYOUT_DIM
+    from scrapy_grownup.graph.layout import LAYOUT_DIM
 
     for name in PRESETS:
         cfg = ModelConfig.preset(name, encoder="minilm", feature_version="1")
@@ -733,7 +733,7 @@ def test_load_errors(tmp_path):
 
 
 def test_presets_command_reports_the_papers_parameter_count(capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     assert main(["presets"]) == 0
     rows = {line.split("|")[1].strip(" `"): line.split("|")

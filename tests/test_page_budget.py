@@ -21,7 +21,7 @@ import os
 import signal
 import time
 
-import scrapy_grownup.dom as dom
+import scrapy_grownup.page.dom as dom
 
 _parse_tree = dom.parse_tree
 

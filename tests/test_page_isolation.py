@@ -51,7 +51,7 @@ def first_paragraph(k: int) -> str:
 
 
 def test_a_page_whose_markdown_fails_costs_only_itself(extractor, monkeypatch):
-    import scrapy_grownup.markdown as markdown
+    import scrapy_grownup.output.markdown as markdown
 
     poison_step(monkeypatch, markdown, "to_markdown")
     items = pages(61, {30: "poison"})
@@ -67,7 +67,7 @@ def test_a_page_whose_markdown_fails_costs_only_itself(extractor, monkeypatch):
 
 
 def test_a_page_whose_metadata_fails_is_skipped_alone(extractor, monkeypatch):
-    import scrapy_grownup.metadata as metadata
+    import scrapy_grownup.output.metadata as metadata
 
     poison_step(monkeypatch, metadata, "extract_metadata")
     items = pages(61, {7: "poison"}) + [(b"%PDF-1.4", "http://site.test/doc.pdf")]
@@ -81,7 +81,7 @@ def test_a_page_whose_metadata_fails_is_skipped_alone(extractor, monkeypatch):
 
 
 def test_a_parse_failure_is_a_parse_error(extractor, monkeypatch):
-    import scrapy_grownup.dom as dom
+    import scrapy_grownup.page.dom as dom
 
     monkeypatch.setattr(dom, "_walk", lambda root, *a: (_ for _ in ()).throw(
         RuntimeError("injected parse failure")))
@@ -108,9 +108,9 @@ def test_a_page_the_model_fails_on_is_a_model_error_alone(extractor, monkeypatch
 def test_model_process_batch_results_are_per_page_and_pickle(extractor, monkeypatch):
     """What the model process sends back: one result per page, the Markdown already built, so
     pickling the batch can no longer fail for every page at once."""
-    import scrapy_grownup.markdown as markdown
-    from scrapy_grownup import model_process
-    from scrapy_grownup.dom import parse_page
+    import scrapy_grownup.output.markdown as markdown
+    from scrapy_grownup.crawl import model_process
+    from scrapy_grownup.page.dom import parse_page
 
     poison_step(monkeypatch, markdown, "to_markdown")
     monkeypatch.setitem(model_process._state, "extractor", extractor)
@@ -125,8 +125,8 @@ def test_model_process_batch_results_are_per_page_and_pickle(extractor, monkeypa
 
 
 def test_drop_reasons_name_the_step():
-    from scrapy_grownup.pipelines import drop_reason
-    from scrapy_grownup.workers import WorkerCrashedError
+    from scrapy_grownup.crawl.pipelines import drop_reason
+    from scrapy_grownup.crawl.workers import WorkerCrashedError
 
     assert drop_reason(ParseError("x")) == "parse_error"
     assert drop_reason(ArticleError("x")) == "article_error"
@@ -137,8 +137,8 @@ def test_drop_reasons_name_the_step():
 
 def test_cli_extract_writes_every_good_page(tmp_path, monkeypatch, capsys):
     """60 good pages and 1 whose Markdown fails: 60 articles written, 1 counted failure."""
-    import scrapy_grownup.markdown as markdown
-    from scrapy_grownup.cli import main
+    import scrapy_grownup.output.markdown as markdown
+    from scrapy_grownup.cli.main import main
 
     poison_step(monkeypatch, markdown, "to_markdown")
     folder = tmp_path / "pages"
@@ -161,8 +161,8 @@ def test_cli_extract_writes_every_good_page(tmp_path, monkeypatch, capsys):
 # PYTHONPATH: pages whose body holds "poison-parse" fail inside parse_page, pages whose URL holds
 # "poison-markdown" fail while their Markdown is built.
 SITECUSTOMIZE = '''
-import scrapy_grownup.dom as dom
-import scrapy_grownup.markdown as markdown
+import scrapy_grownup.page.dom as dom
+import scrapy_grownup.output.markdown as markdown
 
 _parse_tree, _to_markdown = dom.parse_tree, markdown.to_markdown
 

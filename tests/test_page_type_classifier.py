@@ -9,10 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
-from scrapy_grownup.dom import parse_page
+from scrapy_grownup.page.dom import parse_page
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.extractor import MODELS_DIR
-from scrapy_grownup.page_type_classifier import (PAGE_TYPE_FILE, PageTypeClassifier,
+from scrapy_grownup.decisions.page_type import (PAGE_TYPE_FILE, PageTypeClassifier,
                                                  TfidfVocabulary, page_words, url_words)
 
 NAMES = ("article", "forum", "product")
@@ -210,7 +210,7 @@ def forced(classifier_names, pooled_dim, signal_dim, winner):
 
 def test_the_extractor_takes_its_page_type_from_the_classifier(tmp_path):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup.page_signals import SIGNAL_DIM
+    from scrapy_grownup.graph.signals import SIGNAL_DIM
 
     html = ("<html><body><article><h1>Bridge</h1><p>The council met on Tuesday to decide "
             "the future of the old bridge over the river.</p></article></body></html>")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model import GrownUpModel
 from scrapy_grownup.pretraining.data import PretrainData, Unit, batch_layout
@@ -225,7 +225,7 @@ def test_checkpoint_resume_gives_the_same_state(tmp_path, corpus_dir):
 
 
 def test_train_init_loads_the_pretrained_backbone(tmp_path, corpus_dir, pages):
-    from scrapy_grownup import datasets
+    from scrapy_grownup.data import datasets
     from scrapy_grownup.training.loop import TrainConfig
     from scrapy_grownup.training.trainer import train
 
@@ -257,7 +257,7 @@ def test_train_init_loads_the_pretrained_backbone(tmp_path, corpus_dir, pages):
 
 
 def test_cli_has_pretrain():
-    from scrapy_grownup.cli import build_parser
+    from scrapy_grownup.cli.main import build_parser
 
     args = build_parser().parse_args(["pretrain", "--data", "c", "--out", "o", "--weights",
                                       '{"site": 0.1}'])

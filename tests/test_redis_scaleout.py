@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
 from tests.crawl_support import child_env
@@ -95,7 +95,7 @@ def test_two_workers_share_a_queue_of_archives(tmp_path, redis_url):
     out, key = tmp_path / "corpus", "grownup_warc_redis:start_urls"
     client = redis.Redis.from_url(redis_url, decode_responses=True)
 
-    command = [sys.executable, "-m", "scrapy_grownup.cli", "warc", "--redis", redis_url,
+    command = [sys.executable, "-m", "scrapy_grownup.cli.main", "warc", "--redis", redis_url,
                "--output", str(out), "--workers", "0", "--shard-pages", "4",
                "-s", "GROWNUP_WARC_REDIS_POLL=0.05", "-s", "GROWNUP_WARC_REDIS_IDLE_CLOSE=1",
                "-s", "GROWNUP_WARC_REDIS_START_WAIT=60"]
@@ -109,7 +109,7 @@ def test_two_workers_share_a_queue_of_archives(tmp_path, redis_url):
             assert time.monotonic() < deadline, "the workers did not register"
             time.sleep(0.05)
         # The producer side: `grownup warc --push` expands the paths into the queue.
-        push = subprocess.run([sys.executable, "-m", "scrapy_grownup.cli", "warc", "--redis",
+        push = subprocess.run([sys.executable, "-m", "scrapy_grownup.cli.main", "warc", "--redis",
                                redis_url, "--push", str(tmp_path / "in")],
                               capture_output=True, text=True, env=child_env(), timeout=120)
         assert push.returncode == 0, push.stderr[-2000:]

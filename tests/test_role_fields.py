@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.role_fields import role_fields
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.decisions.roles import role_fields
 
 ROLES = ["not_content", "headline", "main_text", "supplemental", "related", "comments"]
 PAGE = """<html><head><base href="https://news.test/a/"></head><body>
@@ -101,7 +101,7 @@ def test_a_model_without_those_roles_leaves_the_fields_out():
 def test_comment_ancestors_are_the_nearest_marked_element_outside_controls():
     """Each node's comment element is its nearest ancestor-or-self whose class or id names
     comments, none inside a form or control, the same however many nodes ask in any order."""
-    from scrapy_grownup.role_fields import _COMMENT_MARKUP, _NOT_COMMENT, _CommentAncestors
+    from scrapy_grownup.decisions.roles import _COMMENT_MARKUP, _NOT_COMMENT, _CommentAncestors
 
     page = parse_page(PAGE, url="https://news.test/a/owls.html", positions=False)
 

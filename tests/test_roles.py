@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from scrapy_grownup import datasets
-from scrapy_grownup.dom import parse_page
-from scrapy_grownup.head_fields import head_fields, related_links, subtree_sizes
+from scrapy_grownup.data import datasets
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.decisions.head_fields import head_fields, related_links, subtree_sizes
 from scrapy_grownup.training.holdout import page_host, site_split
 from scrapy_grownup.training.roles import ROLES, role_labels, role_scores, store_roles
 
@@ -136,7 +136,7 @@ def test_related_links_need_a_majority_of_link_text():
 
 def test_store_roles_align_with_store_nodes():
     from scrapy_grownup.encoders import get_encoder
-    from scrapy_grownup.store import GraphStore
+    from scrapy_grownup.data.store import GraphStore
 
     page = parse_page(PAGE, url="https://news.test/a/owls.html")
     record = datasets.PageRecord("l3s_gn1", "p1", PAGE, "", page.url, "all",

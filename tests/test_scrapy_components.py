@@ -15,15 +15,15 @@ import scrapy
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 
-from scrapy_grownup.addon import PRIORITIES, Addon
-from scrapy_grownup.article import Article
-from scrapy_grownup.batcher import ArticleBatcher
-from scrapy_grownup.decoding import is_html
+from scrapy_grownup.crawl.addon import PRIORITIES, Addon
+from scrapy_grownup.output.article import Article
+from scrapy_grownup.crawl.batcher import ArticleBatcher
+from scrapy_grownup.page.decoding import is_html
 from scrapy_grownup.errors import ModelError, NotHTMLError, SettingsError
-from scrapy_grownup.items import ArticleItem, article_fields, article_values, fill_item
-from scrapy_grownup.model_process import run_split_on_oom
-from scrapy_grownup.settings import CHECKS, DEFAULTS, GrownupSettings
-from scrapy_grownup.workers import FeaturizerPool, WorkerCrashedError
+from scrapy_grownup.crawl.items import ArticleItem, article_fields, article_values, fill_item
+from scrapy_grownup.crawl.model_process import run_split_on_oom
+from scrapy_grownup.crawl.settings import CHECKS, DEFAULTS, GrownupSettings
+from scrapy_grownup.crawl.workers import FeaturizerPool, WorkerCrashedError
 from tests.crawl_support import crashing_parse
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -45,7 +45,7 @@ def test_addon_registers_components_and_defaults():
 
 
 def test_addon_adds_the_warc_archive_only_when_asked(tmp_path):
-    from scrapy_grownup.addon import WARC_ARCHIVE_PRIORITY
+    from scrapy_grownup.crawl.addon import WARC_ARCHIVE_PRIORITY
     from scrapy_grownup.warc.archive import WarcArchiveMiddleware
 
     plain = Settings()
@@ -179,7 +179,7 @@ def test_example_project_settings_are_the_defaults():
 def test_with_article_returns_the_item_and_warns_once_where_the_addon_is_off(caplog):
     from scrapy.http import HtmlResponse, Request
 
-    from scrapy_grownup import middlewares
+    from scrapy_grownup.crawl import middlewares
 
     middlewares._warned_inactive = False
     items = [{"n": i} for i in range(3)]
@@ -360,8 +360,8 @@ def test_a_parsed_page_crosses_the_crawls_process_as_the_bytes_its_worker_made()
 
     import numpy as np
 
-    from scrapy_grownup.dom import parse_page
-    from scrapy_grownup.workers import ParsedPage
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.crawl.workers import ParsedPage
 
     page = parse_page(STORY, url="http://a/story.html")
     page.layout, page.signals  # computed in the worker: they travel with the page
@@ -379,7 +379,7 @@ def test_a_parsed_page_crosses_the_crawls_process_as_the_bytes_its_worker_made()
 
 @pytest.mark.parametrize("derive", [(), ("layout", "signals")])
 def test_workers_compute_the_page_features_the_model_reads(derive):
-    from scrapy_grownup.dom import parse_page
+    from scrapy_grownup.page.dom import parse_page
 
     async def main():
         pool = FeaturizerPool(workers=1, max_pending=2)
@@ -399,8 +399,8 @@ def test_a_page_feature_that_fails_in_the_worker_is_left_to_the_model(monkeypatc
     """The worker computes page features only to spare the model's process: one that fails
     there does not fail the page; the model's process computes it again and, if it fails
     there too, fails that page alone (``test_page_isolation``)."""
-    import scrapy_grownup.layout as layout
-    from scrapy_grownup.workers import parse_in_worker
+    import scrapy_grownup.graph.layout as layout
+    from scrapy_grownup.crawl.workers import parse_in_worker
 
     def broken(page):
         raise IndexError("a page the layout features cannot read")
@@ -437,7 +437,7 @@ def test_a_page_over_its_time_budget_is_a_timeout_and_the_pool_goes_on(workers):
     abandoned and the queued pages move to a new one."""
     from tests.crawl_support import hanging_parse
 
-    from scrapy_grownup.workers import PageTimeoutError
+    from scrapy_grownup.crawl.workers import PageTimeoutError
 
     urls = ["ok:1", "hang-python:", "ok:2", "hang-blocked:", "ok:3", "ok:4"] if workers \
         else ["ok:1", "sleep:8", "ok:2", "ok:3"]

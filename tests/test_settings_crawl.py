@@ -88,7 +88,7 @@ BAD = {
 
 
 def test_every_setting_has_a_crawl_with_a_bad_value():
-    from scrapy_grownup.settings import DEFAULTS
+    from scrapy_grownup.crawl.settings import DEFAULTS
 
     assert set(BAD) == set(DEFAULTS)
 
@@ -103,7 +103,7 @@ def test_a_bad_setting_stops_the_crawl_before_the_spider_opens(site, name):
     assert done.returncode == 1, output[-3000:]
     errors = [line for line in output.splitlines() if " ERROR: " in line]
     assert len(errors) == 1, output[-3000:]
-    assert f"[scrapy_grownup.addon] ERROR: {name} = {value!r}: " in errors[0]
+    assert f"[scrapy_grownup.crawl.addon] ERROR: {name} = {value!r}: " in errors[0]
     assert allowed in errors[0], errors[0]
     assert "Traceback" not in output and "Spider opened" not in output, output[-3000:]
     assert "scrapy_grownup: model" not in output  # no model was loaded

@@ -23,7 +23,7 @@ def test_models_are_shipped_small_and_safetensors_only(name, encoder):
     assert config["config"]["num_genres"] > 0 and config["config"]["num_roles"] > 0
     # both page-type classifiers read the page's declared og:type (a shop's product.group
     # is its category page: page_type_classifier.url_words)
-    from scrapy_grownup.page_type_classifier import PageTypeClassifier
+    from scrapy_grownup.decisions.page_type import PageTypeClassifier
 
     terms = PageTypeClassifier.load(MODELS_DIR / name / "page_type.npz").url.terms
     assert {"og:product", "og:product.group", "og:article"} <= set(terms)
@@ -61,7 +61,7 @@ def test_auto_is_default_on_a_gpu_and_fast_on_a_cpu(monkeypatch, caplog):
         assert auto_model("cuda:0") == "fast"
     assert "pip install 'scrapy-grownup[minilm]'" in caplog.text
     # checking GROWNUP_PAGE_TYPES asks what auto would load on either device: no warning
-    from scrapy_grownup.settings import model_page_types
+    from scrapy_grownup.crawl.settings import model_page_types
 
     caplog.clear()
     with caplog.at_level("WARNING", logger="scrapy_grownup.extractor"):
@@ -79,8 +79,8 @@ def test_unknown_name_is_a_clear_error():
 @pytest.mark.parametrize("name", ["fast", pytest.param("minilm", marks=pytest.mark.minilm)])
 def test_real_dragnet_page_when_data_is_available(name):
     from scrapy_grownup import ArticleExtractor
-    from scrapy_grownup import datasets
-    from scrapy_grownup.metrics import lcs_scores
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.evaluation.metrics import lcs_scores
 
     try:
         records = datasets.load("dragnet", split="test", limit=5)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup.workers import ProcessPool
+from scrapy_grownup.crawl.workers import ProcessPool
 from tests.crawl_support import ROOT, child_env, read_results, serve_slowly, write_test_site
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
@@ -60,7 +60,7 @@ def test_a_worker_ignores_sigint():
 ORPHAN = """
 import asyncio, os, sys, time
 from multiprocessing import resource_tracker
-from scrapy_grownup.workers import ProcessPool
+from scrapy_grownup.crawl.workers import ProcessPool
 
 async def main():
     pool = ProcessPool(1, "test")
@@ -119,7 +119,7 @@ def test_a_parsing_worker_of_a_training_command_ends_when_the_command_is_killed(
     """The stores, page-type corpora and role labels are parsed in ``parent_bound_pool``'s
     workers, forked (the platform's default start method on Linux): a killed ``grownup``
     command leaves none parsing on."""
-    kill_parent_and_wait(POOL_ORPHAN.format(module="scrapy_grownup.workers",
+    kill_parent_and_wait(POOL_ORPHAN.format(module="scrapy_grownup.crawl.workers",
                                             pool="parent_bound_pool"))
 
 

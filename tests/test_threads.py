@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scrapy_grownup.threads import check_threads, torch_threads
+from scrapy_grownup.model.threads import check_threads, torch_threads
 
 PAGE = (Path(__file__).parent / "golden" / "news_jsonld.html").read_bytes()
 SENTENCE = "The council voted 7-2 on Tuesday"
@@ -115,7 +115,7 @@ def loads(monkeypatch):
 
 
 def test_cli_extract_and_inspect_take_threads(tmp_path, loads):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     page = tmp_path / "owls.html"
     page.write_bytes(PAGE)
@@ -131,7 +131,7 @@ def test_cli_extract_and_inspect_take_threads(tmp_path, loads):
 
 @pytest.mark.parametrize("bad", ["0", "-2", "two"])
 def test_cli_rejects_bad_thread_counts(bad, capsys):
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["extract", "page.html", "--threads", bad])
@@ -140,8 +140,8 @@ def test_cli_rejects_bad_thread_counts(bad, capsys):
 
 
 def test_model_process_uses_grownup_model_threads(loads):
-    from scrapy_grownup import model_process
-    from scrapy_grownup.limits import PageLimits
+    from scrapy_grownup.crawl import model_process
+    from scrapy_grownup.page.limits import PageLimits
 
     model_process.load_extractor("fast", "cpu", PageLimits(), 4000, 2)
     try:

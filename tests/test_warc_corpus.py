@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_grownup.datasets import DatasetNotAvailable
-from scrapy_grownup.dom import parse_page
+from scrapy_grownup.data.datasets import DatasetNotAvailable
+from scrapy_grownup.page.dom import parse_page
 from scrapy_grownup.encoders import get_encoder
-from scrapy_grownup.store import GraphStore
+from scrapy_grownup.data.store import GraphStore
 from scrapy_grownup.warc.corpus import load_corpus
 from scrapy_grownup.warc.manifest import CorpusConfigError
 from scrapy_grownup.warc.settings import WarcSettings
@@ -111,7 +111,7 @@ def test_corpus_end_to_end(tmp_path, pages):
     assert sum(len(b["pairs"]) for b in batches) == 4
 
     # `grownup warc --finalize-only` rebuilds the same index from the markers.
-    from scrapy_grownup.cli import main
+    from scrapy_grownup.cli.main import main
 
     (out / "index.json").unlink()
     assert main(["warc", "--finalize-only", "--output", str(out)]) == 0

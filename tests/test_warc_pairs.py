@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.pairs import (PairSpill, batch_negatives, build_pairs, match_site,
                                        read_pairs, site_hash, site_key, url_directory,
                                        write_pairs)

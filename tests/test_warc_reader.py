@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source, expand, source_for, split_specs
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup.datasets import DatasetNotAvailable
+from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
@@ -31,7 +31,7 @@ def pages() -> list[tuple[str, bytes]]:
 
 
 def grownup(*args, cwd=None, timeout=180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scrapy_grownup.cli", "warc", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "scrapy_grownup.cli.main", "warc", *map(str, args)],
                           capture_output=True, text=True, env=child_env(), cwd=cwd, timeout=timeout)
 
 
@@ -361,7 +361,7 @@ def test_a_kill_during_a_shard_write_leaves_nothing_after_the_rerun(tmp_path):
     environment["PYTHONPATH"] = os.pathsep.join([str(hooks), environment["PYTHONPATH"]])
     environment["GROWNUP_TEST_SAVE_FLAG"] = str(flag)
     process = subprocess.Popen(
-        [sys.executable, "-m", "scrapy_grownup.cli", "warc", str(archive), "--output", str(out),
+        [sys.executable, "-m", "scrapy_grownup.cli.main", "warc", str(archive), "--output", str(out),
          "--workers", "1", "--shard-pages", "2"], env=environment, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

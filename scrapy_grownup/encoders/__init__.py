@@ -11,12 +11,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelLoadError
-from .base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, CacheInfo, TextEncoder
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.encoders.base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, CacheInfo, TextEncoder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .minilm import MiniLMEncoder
-    from .static import StaticEncoder
+    from scrapy_grownup.encoders.minilm import MiniLMEncoder
+    from scrapy_grownup.encoders.static import StaticEncoder
 
 ENCODERS: tuple[str, ...] = ("minilm", "static")
 
@@ -26,10 +26,10 @@ _lock = threading.Lock()
 
 def _create(name: str, kwargs: dict[str, Any]) -> TextEncoder:
     if name == "minilm":
-        from .minilm import MiniLMEncoder
+        from scrapy_grownup.encoders.minilm import MiniLMEncoder
 
         return MiniLMEncoder(**kwargs)
-    from .static import StaticEncoder
+    from scrapy_grownup.encoders.static import StaticEncoder
 
     return StaticEncoder(**kwargs)
 
@@ -68,11 +68,11 @@ def clear_encoders() -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "MiniLMEncoder":
-        from .minilm import MiniLMEncoder
+        from scrapy_grownup.encoders.minilm import MiniLMEncoder
 
         return MiniLMEncoder
     if name == "StaticEncoder":
-        from .static import StaticEncoder
+        from scrapy_grownup.encoders.static import StaticEncoder
 
         return StaticEncoder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

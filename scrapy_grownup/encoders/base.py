@@ -18,7 +18,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from .disk_cache import DEFAULT_CHUNK_SIZE, DiskEmbeddingCache, default_cache_dir
+from scrapy_grownup.encoders.disk_cache import DEFAULT_CHUNK_SIZE, DiskEmbeddingCache, default_cache_dir
 
 DEFAULT_CACHE_SIZE = 50_000
 DEFAULT_MAX_CHARS = 2_000

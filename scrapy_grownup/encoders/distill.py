@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .static import (
+from scrapy_grownup.encoders.static import (
     ASSET_FORMAT,
     ASSET_FORMAT_VERSION,
     CONFIG_FILE,
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _offline()
-    from .minilm import minilm_path
+    from scrapy_grownup.encoders.minilm import minilm_path
 
     model_path = args.model_path or minilm_path()
     backend = args.backend
@@ -336,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         m2v_version = _version("model2vec")
     except Exception:
         m2v_version = None
-    from .base import file_digest
+    from scrapy_grownup.encoders.base import file_digest
 
     metadata = {
         "source_model": SOURCE_MODEL,

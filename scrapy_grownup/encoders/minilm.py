@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelLoadError
-from .base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, TextEncoder, file_digest
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.encoders.base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, TextEncoder, file_digest
 
 MINILM_DIM = 384
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelLoadError
-from .base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, TextEncoder
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.encoders.base import DEFAULT_CACHE_SIZE, DEFAULT_MAX_CHARS, TextEncoder
 
 ASSET_FORMAT = "scrapy-grownup-static"
 ASSET_FORMAT_VERSION = 1

@@ -1,13 +1,13 @@
 """The GROWN+UP model (imports torch, not torch_geometric; ``import scrapy_grownup`` imports
 neither)."""
 
-from .augment import random_flip_positions
-from .backbone import GrownUpBackbone, plan_attention_groups
-from .config import ENCODER_DIMS, PRESETS, ModelConfig, count_parameters
-from .grownup import FORMAT_VERSION, GrownUpModel, ModelOutput
-from .heads import (ArcFaceHead, NodeHead, PageBatchNorm, masked_cross_entropy,
+from scrapy_grownup.model.augment import random_flip_positions
+from scrapy_grownup.model.backbone import GrownUpBackbone, plan_attention_groups
+from scrapy_grownup.model.config import ENCODER_DIMS, PRESETS, ModelConfig, count_parameters
+from scrapy_grownup.model.grownup import FORMAT_VERSION, GrownUpModel, ModelOutput
+from scrapy_grownup.model.heads import (ArcFaceHead, NodeHead, PageBatchNorm, masked_cross_entropy,
                     weighted_bce_with_smoothing)
-from .layers import GraphBlock, GraphConvGated, LinearOnly, QuickGELU, TransformerBlock
+from scrapy_grownup.model.layers import GraphBlock, GraphConvGated, LinearOnly, QuickGELU, TransformerBlock
 
 __all__ = [
     "ArcFaceHead", "ENCODER_DIMS", "FORMAT_VERSION", "GraphBlock", "GraphConvGated",

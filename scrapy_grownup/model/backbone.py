@@ -32,10 +32,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .config import ModelConfig
-from .layers import (NUM_EDGE_TYPES, GraphBlock, TransformerBlock, cls_init_, edge_gather_index,
+from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.layers import (NUM_EDGE_TYPES, GraphBlock, TransformerBlock, cls_init_, edge_gather_index,
                      cached_weights, make_linear, typed_edge_plan)
-from .pooling import dense_batch, max_pool, mean_pool
+from scrapy_grownup.model.pooling import dense_batch, max_pool, mean_pool
 
 # A batch may give an input block ``name`` as ``{name}_index`` [N] (long) rows into
 # ``{name}_table`` [U, D] instead of a dense [N, D] ``name``: the strings of pages repeat.

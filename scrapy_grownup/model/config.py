@@ -177,7 +177,7 @@ class ModelConfig:
         except KeyError:
             raise ValueError(f"unknown preset {name!r}; known: {sorted(PRESETS)}") from None
         if input_blocks is None or feature_version is None:
-            from ..featurizer import FEATURE_VERSION, feature_blocks
+            from scrapy_grownup.graph.featurizer import FEATURE_VERSION, feature_blocks
 
             if input_blocks is None:
                 if text_dim is None:

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..errors import ModelLoadError
-from .backbone import GrownUpBackbone, graph_inputs
-from .config import ModelConfig
-from .heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.model.backbone import GrownUpBackbone, graph_inputs
+from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
                     parent_rows)
 
 FORMAT_VERSION = 1
@@ -117,7 +117,7 @@ class GrownUpModel(nn.Module):
 
     @staticmethod
     def _parents(batch: Any, num_nodes: int) -> Tensor:
-        from ..dom import EDGE_PARENT
+        from scrapy_grownup.page.dom import EDGE_PARENT
 
         return parent_rows(batch.edge_index, batch.edge_type, num_nodes, EDGE_PARENT)
 
@@ -160,7 +160,7 @@ class GrownUpModel(nn.Module):
         """
         from safetensors.torch import save_file
 
-        from .. import __version__
+        from scrapy_grownup import __version__
 
         changes = {key: value for key, value in (("encoder", encoder),
                    ("encoder_version", encoder_version), ("feature_version", feature_version))
@@ -341,7 +341,7 @@ def input_rows(batch: Any, name: str, rows: Tensor | None = None) -> Tensor:
 def input_block(batch: Any, name: str) -> tuple[Tensor, Tensor | None]:
     """``(table, index)`` of input block ``name``: the distinct strings' vectors and a row per
     node, or ``(dense rows, None)`` when the batch holds the block dense."""
-    from .backbone import INDEX_SUFFIX, TABLE_SUFFIX
+    from scrapy_grownup.model.backbone import INDEX_SUFFIX, TABLE_SUFFIX
 
     block = getattr(batch, name, None)
     if block is not None:
@@ -355,7 +355,7 @@ def input_block(batch: Any, name: str) -> tuple[Tensor, Tensor | None]:
 
 def _text_length_column() -> int:
     """Column of ``log(1 + own text length) / 8`` in the structural block."""
-    from ..dom import STRUCT_BLOCKS
+    from scrapy_grownup.page.dom import STRUCT_BLOCKS
 
     offset = 0
     for name, size in STRUCT_BLOCKS:
@@ -372,7 +372,7 @@ def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
         raise ValueError(f"genre_readout 'content_pooled' needs input blocks {sorted(missing)}")
     extra = 0
     if config.genre_signals:
-        from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION
+        from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_VERSION
 
         if config.genre_signals != SIGNAL_VERSION:
             raise ValueError(f"the genre head reads page signals version "

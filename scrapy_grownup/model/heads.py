@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .layers import make_linear
-from .pooling import max_pool, mean_pool
+from scrapy_grownup.model.layers import make_linear
+from scrapy_grownup.model.pooling import max_pool, mean_pool
 
 TextRows = Callable[[Tensor], Tensor]
 Block = tuple[Tensor, Optional[Tensor]]  # (rows or distinct strings' vectors, row per node)

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-NUM_EDGE_TYPES = 3  # parent -> child, child -> parent, self loop (scrapy_grownup.dom)
+NUM_EDGE_TYPES = 3  # parent -> child, child -> parent, self loop (scrapy_grownup.page.dom)
 
 
 def glorot_(weight: Tensor, chunks: int = 1) -> Tensor:

@@ -21,9 +21,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .defaults import PAPER_WEIGHTS
-    from .init import load_pretrained
-    from .trainer import PretrainConfig, pretrain
+    from scrapy_grownup.pretraining.defaults import PAPER_WEIGHTS
+    from scrapy_grownup.pretraining.init import load_pretrained
+    from scrapy_grownup.pretraining.trainer import PretrainConfig, pretrain
 
 
 def __getattr__(name: str) -> Any:

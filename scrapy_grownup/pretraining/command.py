@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .defaults import MASK_NODES, MASK_RATE, PAPER_WEIGHTS
+from scrapy_grownup.pretraining.defaults import MASK_NODES, MASK_RATE, PAPER_WEIGHTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from .trainer import PretrainConfig, pretrain
+    from scrapy_grownup.pretraining.trainer import PretrainConfig, pretrain
 
     result = pretrain(PretrainConfig(
         data=args.data, out=args.out, preset=args.preset,

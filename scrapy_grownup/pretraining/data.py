@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..datasets import holdout_split
+from scrapy_grownup.data.datasets import holdout_split
 
 logger = logging.getLogger(__name__)
 RAW_FIELDS = ("tag_ids", "num_children", "child_index", "text_idx", "class_idx", "id_idx")

@@ -31,11 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..dom import NUM_CHILD_POSITIONS
-from ..model.layers import make_linear
-from ..tags import NUM_TAG_CLASSES
-from .defaults import PAPER_WEIGHTS
-from .masking import NUM_CHILD_COUNT_CLASSES, TEXT_TARGETS, MaskTargets
+from scrapy_grownup.page.dom import NUM_CHILD_POSITIONS
+from scrapy_grownup.model.layers import make_linear
+from scrapy_grownup.page.tags import NUM_TAG_CLASSES
+from scrapy_grownup.pretraining.defaults import PAPER_WEIGHTS
+from scrapy_grownup.pretraining.masking import NUM_CHILD_COUNT_CLASSES, TEXT_TARGETS, MaskTargets
 
 MASK_LOSSES = ("tag", "child_index", "child_count", *TEXT_TARGETS)
 PAGES_PER_PAIR = 2.0
@@ -111,7 +111,7 @@ def pair_negatives(site_a: np.ndarray, site_b: np.ndarray, ratio: float = 0.5
                    ) -> tuple[np.ndarray, np.ndarray]:
     """In-batch negatives: ``(order, labels)`` for a batch of positive pairs (see
     ``warc.pairs.batch_negatives``): pair ``i`` becomes (first ``i``, second ``order[i]``)."""
-    from ..warc.pairs import batch_negatives
+    from scrapy_grownup.warc.pairs import batch_negatives
 
     return batch_negatives(site_a, site_b, ratio)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import ModelLoadError
+from scrapy_grownup.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 HEADS = ("node_head", "genre_head", "role_head")
@@ -21,7 +21,7 @@ HEADS = ("node_head", "genre_head", "role_head")
 def load_pretrained(model, directory: str | os.PathLike) -> dict:
     """Load the backbone (and the trained, same-shape heads) of the model saved in
     ``directory`` into ``model`` (a ``GrownUpModel``). Returns what was loaded and skipped."""
-    from ..model import GrownUpModel
+    from scrapy_grownup.model import GrownUpModel
 
     saved_config, doc = GrownUpModel.read_config(directory)
     mine = model.config

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..dom import NUM_CHILD_POSITIONS
-from .defaults import MASK_NODES, MASK_RATE
+from scrapy_grownup.page.dom import NUM_CHILD_POSITIONS
+from scrapy_grownup.pretraining.defaults import MASK_NODES, MASK_RATE
 
 NUM_CHILD_COUNT_CLASSES = 32  # child count one-hot: 0..30 and ">30" (like the child index)
 TEXT_TARGETS = ("text", "class", "id")

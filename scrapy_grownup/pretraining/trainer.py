@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .data import PretrainData, Unit, batch_layout
-from .heads import PretrainHeads, check_weights, pair_negatives, total_loss
-from .masking import MASK_NODES, MASK_RATE, make_targets, mask_inputs, select_nodes
+from scrapy_grownup.pretraining.data import PretrainData, Unit, batch_layout
+from scrapy_grownup.pretraining.heads import PretrainHeads, check_weights, pair_negatives, total_loss
+from scrapy_grownup.pretraining.masking import MASK_NODES, MASK_RATE, make_targets, mask_inputs, select_nodes
 
 logger = logging.getLogger(__name__)
 HEADS_FILE = "pretrain_heads.safetensors"
@@ -69,7 +69,7 @@ class PretrainModel(nn.Module):
 
 
 def build_model(cfg: PretrainConfig, corpus) -> PretrainModel:
-    from ..model import GrownUpModel, ModelConfig
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
 
     index = corpus.index
     text_dim = int(index.get("text_dim") or corpus.load_shard(0).strings.shape[1])
@@ -85,7 +85,7 @@ def build_model(cfg: PretrainConfig, corpus) -> PretrainModel:
 def batch_losses(pm: PretrainModel, data: PretrainData, units: list[Unit], cfg: PretrainConfig,
                  weights: dict, generator: torch.Generator, train: bool = True):
     """``(total loss, {part: loss tensor}, {stat: float})`` of one batch of units."""
-    from ..model import random_flip_positions
+    from scrapy_grownup.model import random_flip_positions
 
     pages, positions, sites = batch_layout(units)
     batch = data.collate(pages)
@@ -150,7 +150,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
     """Pre-train per ``cfg``; returns the best loss and where the model is."""
     from tqdm.auto import tqdm
 
-    from ..warc.corpus import load_corpus
+    from scrapy_grownup.warc.corpus import load_corpus
 
     weights = check_weights(cfg.weights)
     if cfg.threads:

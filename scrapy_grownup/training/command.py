@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..errors import GrownupError
+from scrapy_grownup.errors import GrownupError
 
 
 def report(args, compute: Callable[[argparse.Namespace], dict],

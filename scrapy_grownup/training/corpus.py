@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..alignment import align_labels
-from ..dom import PageStructure, parse_page
-from ..errors import GrownupError
-from ..limits import PageLimits
-from ..store import GraphStore
-from ..workers import parent_bound_pool
+from scrapy_grownup.data.labels import align_labels
+from scrapy_grownup.page.dom import PageStructure, parse_page
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.crawl.workers import parent_bound_pool
 
 logger = logging.getLogger(__name__)
 # The reference implementation drops pages whose gold text aligns this poorly.
@@ -26,7 +26,7 @@ DEFAULT_MIN_COVERAGE = 0.75
 
 
 def cache_root() -> Path:
-    from ..encoders.disk_cache import cache_home
+    from scrapy_grownup.encoders.disk_cache import cache_home
 
     return cache_home() / "features"
 
@@ -35,7 +35,7 @@ def corpus_encoder(name: str):
     """The shared encoder ``name`` for building corpora; a model encoder (MiniLM) also keeps
     its vectors on disk (``TextEncoder.use_disk_cache``), so corpora share strings and an
     interrupted build resumes. The static encoder is fast enough without."""
-    from ..encoders import get_encoder
+    from scrapy_grownup.encoders import get_encoder
 
     encoder = get_encoder(name)
     if encoder.name != "static":
@@ -79,9 +79,9 @@ def prepare_pages(records, limits: PageLimits | None = None, workers: int = 2):
 def store_key(encoder, limits: PageLimits, min_coverage: float) -> str:
     """What a cached store's contents depend on, for its file name: the encoder and its weights,
     the feature, parse and store versions, the page caps and the alignment coverage cut."""
-    from ..dom import PARSE_VERSION
-    from ..featurizer import FEATURE_VERSION
-    from ..store import STORE_REVISION
+    from scrapy_grownup.page.dom import PARSE_VERSION
+    from scrapy_grownup.graph.featurizer import FEATURE_VERSION
+    from scrapy_grownup.data.store import STORE_REVISION
 
     return (f"{encoder.name}-{encoder.version}-f{FEATURE_VERSION}p{PARSE_VERSION}s{STORE_REVISION}"
             f"-n{limits.max_nodes}-d{limits.max_depth}-c{min_coverage}")
@@ -91,7 +91,7 @@ def labelled_store(dataset: str, split: str, encoder, min_coverage: float = DEFA
                    limits: PageLimits | None = None, workers: int = 2,
                    refresh: bool = False) -> GraphStore:
     """The labelled ``GraphStore`` of one dataset split, built once and cached on disk."""
-    from .. import datasets
+    from scrapy_grownup.data import datasets
 
     limits = limits or PageLimits()
     key = f"{dataset}-{split}-" + store_key(encoder, limits, min_coverage)

@@ -27,17 +27,18 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import datasets
-from ..alignment import align_labels, assemble_text, perfect_filter_text
-from ..assembly import article_mask, rescored_article_mask
-from ..dom import parse_page
-from ..errors import GrownupError
-from ..metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
-from ..splits import site_folds, site_groups
-from ..workers import parent_bound_pool
-from .command import fold_list
-from .corpus import cache_root, corpus_encoder, store_from_records, store_key
-from .loop import (NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights,
+from scrapy_grownup.data import datasets
+from scrapy_grownup.data.labels import align_labels, perfect_filter_text
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.output.assembly import article_mask, rescored_article_mask
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.evaluation.metrics import bag_of_words_scores, harmonic_mean, lcs_scores, shingle_scores
+from scrapy_grownup.data.splits import site_folds, site_groups
+from scrapy_grownup.crawl.workers import parent_bound_pool
+from scrapy_grownup.training.command import fold_list
+from scrapy_grownup.training.corpus import cache_root, corpus_encoder, store_from_records, store_key
+from scrapy_grownup.training.loop import (NODE_WEIGHTS, PRECISIONS, AuxLabels, TrainConfig, fit_epochs, page_type_weights,
                    warn_if_emulated)
 
 logger = logging.getLogger(__name__)
@@ -431,8 +432,8 @@ def pretraining_sites(init_dir: str | Path) -> set[int] | None:
     in ``init_dir`` was pre-trained on; None where the model names no corpus or it is gone."""
     from safetensors import safe_open
 
-    from ..model import GrownUpModel
-    from ..warc.corpus import load_corpus
+    from scrapy_grownup.model import GrownUpModel
+    from scrapy_grownup.warc.corpus import load_corpus
 
     doc = GrownUpModel.read_config(init_dir)[1]
     data = ((doc.get("metadata") or {}).get("pretrain") or {}).get("data")
@@ -452,7 +453,7 @@ def check_init_disjoint(plan: FoldPlan, init_dir: str | Path) -> None:
     host): pre-training reads no labels, but a figure "on sites the model never saw" must not
     come from a backbone that read their pages. A model whose corpus cannot be found is used
     with a warning."""
-    from ..warc.pairs import site_hash, site_key
+    from scrapy_grownup.warc.pairs import site_hash, site_key
 
     if not plan.test:
         return
@@ -471,7 +472,7 @@ def check_init_disjoint(plan: FoldPlan, init_dir: str | Path) -> None:
 
 def check_disjoint(plan: FoldPlan, everything) -> None:
     """Raise if a site of the test side is also on the training side (a leak)."""
-    from ..splits import site_of
+    from scrapy_grownup.data.splits import site_of
 
     test_sites = {site_of(r) for r in plan.test}
     leaked = {site_of(r) for r in everything if record_key(r) in plan.train_keys} & test_sites
@@ -521,7 +522,7 @@ def run_plans(plans: Sequence[FoldPlan], everything, train_fold: Callable, out: 
 def training_store(everything, encoder, min_coverage: float = 0.75, workers: int = 2):
     """``(store, keys)``: one store of every trainable page (built once per dataset and
     cached), and each store page's ``DATASET/ID`` key."""
-    from ..store import GraphStore
+    from scrapy_grownup.data.store import GraphStore
 
     parts, keys = _dataset_stores(everything, encoder, min_coverage, workers)
     return GraphStore.concat([store for _, store in parts]), keys
@@ -530,7 +531,7 @@ def training_store(everything, encoder, min_coverage: float = 0.75, workers: int
 def _dataset_stores(everything, encoder, min_coverage: float, workers: int):
     """``([(cache path, store), ...], keys)``: each dataset's cached store, in the order
     ``training_store`` joins them, and every store page's ``DATASET/ID`` key."""
-    from ..limits import PageLimits
+    from scrapy_grownup.page.limits import PageLimits
 
     by_dataset: dict[str, list] = defaultdict(list)
     for r in everything:
@@ -551,9 +552,9 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
     share of the training pages where ``cfg_kwargs["type_balance"]`` is set."""
     import torch
 
-    from ..model import GrownUpModel, ModelConfig
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
 
-    from ..featurizer import feature_blocks
+    from scrapy_grownup.graph.featurizer import feature_blocks
 
     cfg_kwargs = dict(cfg_kwargs)
     use_silver = cfg_kwargs.pop("use_silver", True)
@@ -569,7 +570,7 @@ def train_plan_model(store, keys, plan: FoldPlan, encoder, cfg_kwargs: dict, mod
                                 **cfg.overrides)
     model = GrownUpModel(config)
     if cfg.init:  # a pre-trained backbone (grownup pretrain); its heads start from the seed
-        from ..pretraining.init import load_pretrained
+        from scrapy_grownup.pretraining.init import load_pretrained
 
         check_init_disjoint(plan, cfg.init)
         load_pretrained(model, cfg.init)
@@ -600,7 +601,7 @@ def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
 
     import torch
 
-    from ..store import GraphStore
+    from scrapy_grownup.data.store import GraphStore
 
     logging.basicConfig(level=logging.INFO, format=f"{name} %(asctime)s %(message)s")
     torch.set_num_threads(max(1, int(cfg_kwargs.get("threads") or 1)))
@@ -654,15 +655,15 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
     """A ``train_fold`` for ``run_plans``: trains (``train_plan_model``) or, where
     ``out/PLAN/model`` is saved already (a resumed run, or models trained on a GPU machine),
     loads the plan's model."""
-    from ..encoders import get_encoder
-    from ..featurizer import Featurizer
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.graph.featurizer import Featurizer
 
     encoder = corpus_encoder(encoder_name)
     cache: dict = {}
 
     def train_fold(plan: FoldPlan):
-        from ..extractor import ArticleExtractor
-        from ..model import GrownUpModel
+        from scrapy_grownup.extractor import ArticleExtractor
+        from scrapy_grownup.model import GrownUpModel
 
         model_dir = out / plan.name / "model"
         if (model_dir / "config.json").is_file():
@@ -685,7 +686,7 @@ def fold_trainer(everything, encoder_name: str, cfg_kwargs: dict, out: Path,
 def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
     """``(path, store)``: the labelled store of one dataset's records and the file it is
     cached in, like ``corpus.labelled_store``."""
-    from ..store import GraphStore
+    from scrapy_grownup.data.store import GraphStore
 
     split = records[0].split if records else "all"
     key = f"{name}-{split}-{len(records)}-" + store_key(encoder, limits, min_coverage)
@@ -820,7 +821,7 @@ def run(args) -> int:
     out = Path(args.out)
     baselines = chosen_baselines(args.no_baselines, args.no_trafilatura)
     if args.protocol == "model":
-        from ..extractor import ArticleExtractor
+        from scrapy_grownup.extractor import ArticleExtractor
 
         records = load_records(eval_names, limit=args.limit)
         scores = baseline_scores(records, baselines)

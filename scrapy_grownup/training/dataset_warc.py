@@ -25,10 +25,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import GrownupError
-from ..splits import site_groups
-from ..warc.pairs import site_key
-from .crosssite import (EVAL_DATASETS, LEAVE_OUT, held_out_datasets, leave_out_plan,
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.data.splits import site_groups
+from scrapy_grownup.warc.pairs import site_key
+from scrapy_grownup.training.crosssite import (EVAL_DATASETS, LEAVE_OUT, held_out_datasets, leave_out_plan,
                         load_records, record_key, site_cv_plan)
 
 # every labelled set whose pages carry their URL (Dragnet and CleanEval have none)
@@ -88,7 +88,7 @@ def write_dataset_warc(out: str | Path, datasets: Sequence[str] = CORPUS_DATASET
                        limit: int | None = None) -> dict:
     """Write the corpus pages of ``datasets`` (``limit`` pages a set) to the WARC ``out``;
     returns what was written and left out."""
-    from ..warc.synthetic import write_warc
+    from scrapy_grownup.warc.synthetic import write_warc
 
     unknown = sorted(set(datasets) - set(CORPUS_DATASETS))
     if unknown:
@@ -129,7 +129,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .command import standalone
+    from scrapy_grownup.training.command import standalone
 
     return standalone("grownup dataset-warc", __doc__, add_arguments, run, argv)
 

@@ -6,12 +6,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..alignment import assemble_text
-from ..assembly import article_mask
-from ..dom import PageStructure
-from ..extractor import node_probabilities
-from ..metrics import lcs_f1, shingle_f1
-from ..store import GraphStore
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.output.assembly import article_mask
+from scrapy_grownup.page.dom import PageStructure
+from scrapy_grownup.extractor import node_probabilities
+from scrapy_grownup.evaluation.metrics import lcs_f1, shingle_f1
+from scrapy_grownup.data.store import GraphStore
 
 
 def predict_store(model, store: GraphStore, indices: Sequence[int], batch_nodes: int = 30_000,

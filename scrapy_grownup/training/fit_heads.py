@@ -18,20 +18,20 @@ from dataclasses import asdict
 
 import numpy as np
 
-from .. import datasets
-from ..extractor import resolve_model_dir
-from ..page_signals import SIGNAL_VERSION
-from ..splits import site_of
-from .command import add_run_arguments, report, standalone
-from .corpus import corpus_encoder
-from .crosssite import load_records
-from .genre import GENRES, genre_corpus, genre_index, scores, text_baseline
-from .genre import format_table as genre_table
-from .genre_sites import record_signals, site_corpus
-from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
-from .holdout import heldout_ids, site_split
-from .roles import ROLES, l3s_store, node_text_lengths, role_scores
-from .roles import format_table as roles_table
+from scrapy_grownup.data import datasets
+from scrapy_grownup.extractor import resolve_model_dir
+from scrapy_grownup.graph.signals import SIGNAL_VERSION
+from scrapy_grownup.data.splits import site_of
+from scrapy_grownup.training.command import add_run_arguments, report, standalone
+from scrapy_grownup.training.corpus import corpus_encoder
+from scrapy_grownup.training.crosssite import load_records
+from scrapy_grownup.training.genre import GENRES, genre_corpus, genre_index, scores, text_baseline
+from scrapy_grownup.training.genre import format_table as genre_table
+from scrapy_grownup.training.genre_sites import record_signals, site_corpus
+from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
+from scrapy_grownup.training.holdout import heldout_ids, site_split
+from scrapy_grownup.training.roles import ROLES, l3s_store, node_text_lengths, role_scores
+from scrapy_grownup.training.roles import format_table as roles_table
 
 
 def extra_genre_records(names, pagetype_records, held) -> list:
@@ -49,7 +49,7 @@ def extra_genre_records(names, pagetype_records, held) -> list:
 def add_heads(args) -> dict:
     import torch
 
-    from ..model import GrownUpModel
+    from scrapy_grownup.model import GrownUpModel
 
     cfg = HeadFitConfig(seed=args.seed)
     source = resolve_model_dir(args.model)

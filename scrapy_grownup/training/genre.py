@@ -31,18 +31,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import datasets
-from ..errors import GrownupError
-from ..extractor import resolve_model_dir
-from ..limits import PageLimits
-from ..store import GraphStore
-from .command import (add_model_shape_arguments, add_run_arguments, fold_list, report,
+from scrapy_grownup.data import datasets
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.extractor import resolve_model_dir
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.training.command import (add_model_shape_arguments, add_run_arguments, fold_list, report,
                       standalone)
-from .corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
-from .evaluate import store_predictions
-from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
-from .holdout import heldout_ids, page_host
-from .loop import AuxLabels, TrainConfig, fit_epochs
+from scrapy_grownup.training.corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
+from scrapy_grownup.training.evaluate import store_predictions
+from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from scrapy_grownup.training.holdout import heldout_ids, page_host
+from scrapy_grownup.training.loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -170,8 +170,8 @@ _SHAPE = ("hidden_size", "num_layers", "num_transformer_layers", "num_heads", "m
 def cross_validate(args) -> dict:
     import torch
 
-    from ..encoders import get_encoder
-    from ..model import GrownUpModel, ModelConfig
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
 
     only = fold_list(args.only_folds, args.folds)  # before the corpus: a typo costs nothing
     encoder = get_encoder("static")
@@ -287,7 +287,7 @@ def cross_validate(args) -> dict:
 def model_holdout(args) -> dict:
     """A trained model's genre head on the page-type hold-out (pages no trainer run uses),
     next to the text baseline trained on the other pages, in the same run."""
-    from ..model import GrownUpModel
+    from scrapy_grownup.model import GrownUpModel
 
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)

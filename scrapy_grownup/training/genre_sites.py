@@ -33,20 +33,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dom import parse_page
-from ..errors import GrownupError
-from ..limits import PageLimits
-from ..page_signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
-from ..page_type_classifier import page_text
-from ..splits import site_groups
-from ..store import GraphStore
-from ..workers import parent_bound_pool
-from .command import add_run_arguments, report, standalone
-from .corpus import cache_root, corpus_encoder, store_key
-from .crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
-from .genre import GENRES, genre_index, text_baseline
-from .heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
-from .page_type_fit import fit_linear_svm
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_VERSION, page_signals, url_tokens
+from scrapy_grownup.decisions.page_type import page_text
+from scrapy_grownup.data.splits import site_groups
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.crawl.workers import parent_bound_pool
+from scrapy_grownup.training.command import add_run_arguments, report, standalone
+from scrapy_grownup.training.corpus import cache_root, corpus_encoder, store_key
+from scrapy_grownup.training.crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
+from scrapy_grownup.training.genre import GENRES, genre_index, text_baseline
+from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from scrapy_grownup.training.page_type_fit import fit_linear_svm
 
 # Arms: how each classifies a page. "head": the genre head on the fold backbone's pooled
 # features; the others are logistic regressions on the named blocks.
@@ -204,7 +204,7 @@ def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.nd
 def genre_model(content_model, signals: bool = False):
     """A copy of ``content_model`` with a fresh content-pooled genre head (backbone and content
     head kept); ``signals``: the head also reads the page signals (what would ship)."""
-    from ..model import GrownUpModel
+    from scrapy_grownup.model import GrownUpModel
 
     model = GrownUpModel(content_model.config.replace(
         num_genres=len(GENRES), genre_names=list(GENRES), genre_readout="content_pooled",
@@ -247,8 +247,8 @@ def scores(gold: np.ndarray, pred: np.ndarray) -> dict:
 
 
 def site_cv(args) -> dict:
-    from ..extractor import resolve_model_dir
-    from ..model import GrownUpModel
+    from scrapy_grownup.extractor import resolve_model_dir
+    from scrapy_grownup.model import GrownUpModel
 
     start = time.perf_counter()
     eval_names = [n for n in args.eval_datasets.split(",") if n]
@@ -323,8 +323,8 @@ def _fold_backbone(fold_dir: Path, plan_name: str, store, batch_nodes: int):
     (the pooled features are cached by the model's weights and the pages)."""
     import torch
 
-    from ..extractor import resolve_model_dir
-    from ..model import GrownUpModel
+    from scrapy_grownup.extractor import resolve_model_dir
+    from scrapy_grownup.model import GrownUpModel
 
     directory = resolve_model_dir(str(fold_dir))
     doc = GrownUpModel.read_config(directory)[1]
@@ -353,7 +353,7 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
     if arm == "head+signals":
         return head_with_signals(model, pooled, signals, train, test, y, cfg)
     if arm in ("linear", "stacked"):
-        from .page_type_fit import fit_page_type
+        from scrapy_grownup.training.page_type_fit import fit_page_type
 
         classifier = fit_page_type(
             [info["texts"][i] for i in train], [info["urls"][i] for i in train],

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..store import node_budget_batches
-from .loop import class_weights
+from scrapy_grownup.graph.batching import node_budget_batches
+from scrapy_grownup.training.loop import class_weights
 
 
 @dataclass
@@ -126,7 +126,7 @@ def fit_role_head(model, x, y, cfg: HeadFitConfig) -> None:
 
     import torch
 
-    from ..model import masked_cross_entropy
+    from scrapy_grownup.model import masked_cross_entropy
 
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from .. import datasets
+from scrapy_grownup.data import datasets
 
 # Page-level hold-outs of the datasets without a standard split (never trained on).
 HOLDOUT_FRACTION = 0.2

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..store import GraphStore, node_budget_batches
-from .corpus import DEFAULT_MIN_COVERAGE
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.graph.batching import node_budget_batches
+from scrapy_grownup.training.corpus import DEFAULT_MIN_COVERAGE
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights
                    node_weight=None):
     """``(total loss, {part: float})`` of one batch for the heads the model has;
     ``node_weight`` scales each node's content loss (``AuxLabels.node_weights``)."""
-    from ..model import masked_cross_entropy, weighted_bce_with_smoothing
+    from scrapy_grownup.model import masked_cross_entropy, weighted_bce_with_smoothing
 
     with forward_precision(cfg):
         output = model(batch, genre_labels=genre_y if model.genre_head is not None else None)
@@ -284,7 +285,7 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
     """
     import torch
 
-    from ..model import random_flip_positions
+    from scrapy_grownup.model import random_flip_positions
 
     torch.manual_seed(cfg.seed * 100_003 + epoch)
     generator = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GrownupError
-from ..page_signals import SIGNAL_DIM
-from ..page_type_classifier import PAGE_TYPE_FILE
-from .command import add_run_arguments, report, standalone
-from .page_type_fit import fit_linear_page_type, fit_stack
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.graph.signals import SIGNAL_DIM
+from scrapy_grownup.decisions.page_type import PAGE_TYPE_FILE
+from scrapy_grownup.training.command import add_run_arguments, report, standalone
+from scrapy_grownup.training.page_type_fit import fit_linear_page_type, fit_stack
 
 
 def pooled_inputs(model_dir: Path, store, batch_nodes: int = 16_000) -> np.ndarray:
     """The model's parameter-free pooled genre inputs (without the page signals) of every
     store page."""
-    from ..model import GrownUpModel
-    from .genre_sites import genre_model
-    from .heads import frozen_features
+    from scrapy_grownup.model import GrownUpModel
+    from scrapy_grownup.training.genre_sites import genre_model
+    from scrapy_grownup.training.heads import frozen_features
 
     model = genre_model(GrownUpModel.from_pretrained(model_dir))
     pooled, _ = frozen_features(model, store, range(store.num_pages), batch_nodes=batch_nodes)
@@ -52,12 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def fit_command(args) -> dict:
-    from ..extractor import resolve_model_dir
-    from ..model import GrownUpModel
-    from .corpus import corpus_encoder
-    from .crosssite import load_records
-    from .genre import GENRES
-    from .genre_sites import corpus_groups, site_corpus
+    from scrapy_grownup.extractor import resolve_model_dir
+    from scrapy_grownup.model import GrownUpModel
+    from scrapy_grownup.training.corpus import corpus_encoder
+    from scrapy_grownup.training.crosssite import load_records
+    from scrapy_grownup.training.genre import GENRES
+    from scrapy_grownup.training.genre_sites import corpus_groups, site_corpus
 
     source, out = resolve_model_dir(args.model), Path(args.out)
     model = GrownUpModel.from_pretrained(source)

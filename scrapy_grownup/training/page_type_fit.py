@@ -10,8 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..boosted_trees import BoostedTrees
-from ..page_type_classifier import PageTypeClassifier, TfidfVocabulary, page_words
+from scrapy_grownup.decisions.boosted_trees import BoostedTrees
+from scrapy_grownup.decisions.page_type import PageTypeClassifier, TfidfVocabulary, page_words
 
 logger = logging.getLogger(__name__)
 

@@ -11,12 +11,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import datasets
-from ..alignment import align_labels, assemble_text, perfect_filter_text
-from ..dom import parse_page
-from ..errors import GrownupError
-from .evaluate import scores_for_texts
-from .holdout import heldout_ids
+from scrapy_grownup.data import datasets
+from scrapy_grownup.data.labels import align_labels, perfect_filter_text
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.training.evaluate import scores_for_texts
+from scrapy_grownup.training.holdout import heldout_ids
 
 logger = logging.getLogger(__name__)
 TEST_SPLITS = {"dragnet": "test", "cleaneval": "test", "cleanportaleval": "all"}

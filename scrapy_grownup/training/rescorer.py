@@ -29,15 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..alignment import align_labels, assemble_text
-from ..argtypes import share
-from ..assembly import article_mask, rescored_article_mask
-from ..block_rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
+from scrapy_grownup.data.labels import align_labels
+
+from scrapy_grownup.output.assembly import assemble_text
+from scrapy_grownup.cli.argtypes import share
+from scrapy_grownup.output.assembly import article_mask, rescored_article_mask
+from scrapy_grownup.decisions.rescorer import (BLOCK_FEATURE_NAMES, FLOOR, RESCORER_FILE, BlockRescorer,
                               block_features)
-from ..errors import GrownupError
-from ..refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of
-from .command import add_run_arguments, fold_list, report, standalone
-from .crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.decisions.refine import CUT_WEIGHTS, RECALL_THRESHOLD, block_of
+from scrapy_grownup.training.command import add_run_arguments, fold_list, report, standalone
+from scrapy_grownup.training.crosssite import (EVAL_DATASETS, LEAVE_OUT, baseline_scores, format_summary,
                         leave_out_plan, load_records, record_key, score_page, site_cv_plan,
                         summary, write_scores)
 
@@ -163,8 +165,8 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
                  limits=None) -> list[ScoredPage]:
     """The pages of ``plan.test`` scored by the model in ``model_dir`` (the scores are cached
     in ``cache``, keyed by the model's weights)."""
-    from ..dom import parse_page
-    from ..extractor import ArticleExtractor
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.extractor import ArticleExtractor
 
     extractor = ArticleExtractor.from_pretrained(model_dir, device=device)
     if extractor.featurizer.encoder.name != "static":
@@ -343,7 +345,7 @@ def run_rescorer(args) -> dict:
     if args.out:
         if not args.model:
             raise GrownupError("--out needs --model")
-        from ..extractor import resolve_model_dir
+        from scrapy_grownup.extractor import resolve_model_dir
 
         source, out = resolve_model_dir(args.model), Path(args.out)
         if out.resolve() != source.resolve():

@@ -26,18 +26,18 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import datasets
-from ..alignment import match_blocks, page_tokens
-from ..dom import PageStructure, parse_page
-from ..errors import GrownupError
-from ..extractor import resolve_model_dir
-from ..limits import PageLimits
-from ..workers import parent_bound_pool
-from .command import add_model_shape_arguments, add_run_arguments, report, standalone
-from .corpus import cache_root, corpus_encoder, labelled_store
-from .evaluate import store_predictions
-from .holdout import heldout_ids, page_host, site_split
-from .loop import AuxLabels, TrainConfig, fit_epochs
+from scrapy_grownup.data import datasets
+from scrapy_grownup.data.labels import match_blocks, page_tokens
+from scrapy_grownup.page.dom import PageStructure, parse_page
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.extractor import resolve_model_dir
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.crawl.workers import parent_bound_pool
+from scrapy_grownup.training.command import add_model_shape_arguments, add_run_arguments, report, standalone
+from scrapy_grownup.training.corpus import cache_root, corpus_encoder, labelled_store
+from scrapy_grownup.training.evaluate import store_predictions
+from scrapy_grownup.training.holdout import heldout_ids, page_host, site_split
+from scrapy_grownup.training.loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -238,8 +238,8 @@ def run_site_split(args) -> dict:
     """Train content + role heads on the training sites, score the roles on the test sites."""
     import torch
 
-    from ..encoders import get_encoder
-    from ..model import GrownUpModel, ModelConfig
+    from scrapy_grownup.encoders import get_encoder
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
 
     torch.manual_seed(args.seed)
     encoder = get_encoder("static")
@@ -269,7 +269,7 @@ def run_site_split(args) -> dict:
 
 def run_model_holdout(args) -> dict:
     """Score a trained model's role head on trainer hold-out pages of unseen sites."""
-    from ..model import GrownUpModel
+    from scrapy_grownup.model import GrownUpModel
 
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)

@@ -22,18 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import datasets
-from ..dom import parse_page
-from ..limits import PageLimits
-from ..splits import grouped_holdout
-from ..store import GraphStore
-from .corpus import corpus_encoder, labelled_store, store_from_records
-from .evaluate import node_f1, store_predictions, text_scores
-from .genre import GENRES, genre_corpus, genre_index, page_types
-from .heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
-from .holdout import holdout
-from .loop import AuxLabels, TrainConfig, role_class_weights, train_epoch, warn_if_emulated
-from .roles import ROLES, role_scores, store_roles
+from scrapy_grownup.data import datasets
+from scrapy_grownup.page.dom import parse_page
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.data.splits import grouped_holdout
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.training.corpus import corpus_encoder, labelled_store, store_from_records
+from scrapy_grownup.training.evaluate import node_f1, store_predictions, text_scores
+from scrapy_grownup.training.genre import GENRES, genre_corpus, genre_index, page_types
+from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
+from scrapy_grownup.training.holdout import holdout
+from scrapy_grownup.training.loop import AuxLabels, TrainConfig, role_class_weights, train_epoch, warn_if_emulated
+from scrapy_grownup.training.roles import ROLES, role_scores, store_roles
 
 logger = logging.getLogger(__name__)
 TRAIN_SPLITS = {"dragnet": "train", "cleaneval": "train", "pagetype": "all", "l3s_gn1": "all",
@@ -110,7 +110,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     import torch
     from tqdm.auto import tqdm
 
-    from ..model import GrownUpModel, ModelConfig
+    from scrapy_grownup.model import GrownUpModel, ModelConfig
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     torch.manual_seed(cfg.seed)  # the same initial weights for the same seed
     model = GrownUpModel(model_config)
     if cfg.init:  # backbone (+ trained heads of the same shape); see pretraining.init
-        from ..pretraining.init import load_pretrained
+        from scrapy_grownup.pretraining.init import load_pretrained
 
         load_pretrained(model, cfg.init)
     role_weights = role_class_weights(model, store, train_idx, aux, cfg)

@@ -23,7 +23,7 @@ Corpus directory format (``grownup-warc-corpus/1``)
 ``<key>`` is ``<archive name>-<sha1 of its absolute path or URL>``; ``<part>`` numbers the
 archive's HTML records in blocks of ``shard_pages`` (``-00000``, ``-00001``...).
 
-**Shards** are ``GraphStore`` files (``scrapy_grownup.store``), loaded with
+**Shards** are ``GraphStore`` files (``scrapy_grownup.data.store``), loaded with
 ``GraphStore.load(path)`` (safetensors: no pickle) and batched with ``GraphStore.collate``. Node
 arrays are concatenated over the shard's pages and sliced by ``page_ptr`` (int64 [pages + 1]):
 ``parent`` (int32, -1 for the root), ``tag_ids`` (int16), ``font`` (int8 [n, 3]), ``text_len``,
@@ -76,12 +76,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .corpus import Corpus, load_corpus
-    from .manifest import finalize
-    from .pairs import batch_negatives
-    from .reader import RecordReader
-    from .settings import WarcSettings
-    from .writer import CorpusWriter
+    from scrapy_grownup.warc.corpus import Corpus, load_corpus
+    from scrapy_grownup.warc.manifest import finalize
+    from scrapy_grownup.warc.pairs import batch_negatives
+    from scrapy_grownup.warc.reader import RecordReader
+    from scrapy_grownup.warc.settings import WarcSettings
+    from scrapy_grownup.warc.writer import CorpusWriter
 
 
 def __getattr__(name: str) -> Any:

@@ -35,7 +35,7 @@ from scrapy.exceptions import NotConfigured
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from .settings import WARC_DEFAULTS
+from scrapy_grownup.warc.settings import WARC_DEFAULTS
 
 logger = logging.getLogger(__name__)
 STATS_PREFIX = "grownup/warc/archive"
@@ -77,7 +77,7 @@ class RotatingWarcWriter:
         self._path = self.directory / name
         self._handle = open(self._path.with_name(name + ".open"), "wb")
         self._writer = WARCWriter(self._handle, gzip=True, warc_version="1.1")
-        from .. import __version__
+        from scrapy_grownup import __version__
 
         info = self._writer.create_warcinfo_record(name, {
             "software": f"{self.software}/{__version__} (warcio)",

@@ -16,8 +16,8 @@ import json
 import logging
 import sys
 
-from ..errors import GrownupError
-from .settings import WARC_DEFAULTS
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.warc.settings import WARC_DEFAULTS
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def run(args) -> int:
         print("grownup warc: --output DIR is required", file=sys.stderr)
         return 2
     if args.finalize_only:
-        from .manifest import finalize
+        from scrapy_grownup.warc.manifest import finalize
 
         manifest = finalize(args.output, int(_settings(args).get(
             "GROWNUP_WARC_PAIR_PARTITION_PAGES",
@@ -94,12 +94,12 @@ def _crawl(args) -> int:
     settings = _settings(args)
     if args.redis:
         try:
-            from .scaleout import WarcRedisSpider as spider_class
+            from scrapy_grownup.warc.scaleout import WarcRedisSpider as spider_class
         except ImportError as exc:
             print(f"grownup warc --redis needs scrapy-redis ({exc})", file=sys.stderr)
             return 2
     else:
-        from .spider import WarcSpider as spider_class
+        from scrapy_grownup.warc.spider import WarcSpider as spider_class
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spider_class)
     kwargs = {"output": args.output}
@@ -118,7 +118,7 @@ def _crawl(args) -> int:
         return 2
     from pathlib import Path
 
-    from .manifest import MANIFEST_FILE, read_json
+    from scrapy_grownup.warc.manifest import MANIFEST_FILE, read_json
 
     _summary(read_json(Path(args.output) / MANIFEST_FILE), args.output,
              {k.rsplit("/", 1)[-1]: v for k, v in stats.items()
@@ -142,7 +142,7 @@ def _push(args) -> int:
     from scrapy.settings import Settings
     from scrapy_redis import connection
 
-    from .scaleout import push
+    from scrapy_grownup.warc.scaleout import push
 
     settings = Settings({"REDIS_URL": args.redis})
     server = connection.from_settings(settings)

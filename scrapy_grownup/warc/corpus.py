@@ -16,11 +16,11 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import GrownupError
-from ..store import GraphStore
-from .manifest import CORPUS_FORMAT, INDEX_FILE, MANIFEST_FILE, read_json
-from .pairs import read_pairs
-from .shards import file_sha256
+from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.data.store import GraphStore
+from scrapy_grownup.warc.manifest import CORPUS_FORMAT, INDEX_FILE, MANIFEST_FILE, read_json
+from scrapy_grownup.warc.pairs import read_pairs
+from scrapy_grownup.warc.shards import file_sha256
 
 
 @dataclass(frozen=True)

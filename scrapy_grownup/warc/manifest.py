@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .pairs import build_pairs, write_pairs
-from .shards import SHARD_DIR, read_header
+from scrapy_grownup.warc.pairs import build_pairs, write_pairs
+from scrapy_grownup.warc.shards import SHARD_DIR, read_header
 
 logger = logging.getLogger(__name__)
 CORPUS_FORMAT = "grownup-warc-corpus/1"
@@ -253,7 +253,7 @@ def finalize(directory: str | os.PathLike, partition_pages: int = 100_000) -> di
         pairs = build_pairs(pages(), spill, first, partition_pages)
         pairs_meta = {"pages": str(first), "encoder": str(config.get("encoder"))}
         write_pairs(directory / PAIRS_FILE, pairs, pairs_meta)
-        from .shards import file_sha256
+        from scrapy_grownup.warc.shards import file_sha256
 
         pair_count = int(len(pairs["pairs"]))
         common = {

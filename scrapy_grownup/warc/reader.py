@@ -35,8 +35,8 @@ from typing import BinaryIO, Iterator
 
 from warcio.archiveiterator import ArchiveIterator
 
-from ..decoding import GENERIC_TYPES, HTML_TYPES, is_html
-from .sources import Source
+from scrapy_grownup.page.decoding import GENERIC_TYPES, HTML_TYPES, is_html
+from scrapy_grownup.warc.sources import Source
 
 logger = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from typing import Any, AsyncIterator
 from scrapy_redis.spiders import RedisMixin
 from scrapy_redis.utils import bytes_to_str
 
-from .manifest import is_done, worker_id
-from .sources import expand
-from .spider import WarcSpider, require_asyncio_reactor
+from scrapy_grownup.warc.manifest import is_done, worker_id
+from scrapy_grownup.warc.sources import expand
+from scrapy_grownup.warc.spider import WarcSpider, require_asyncio_reactor
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..limits import PageLimits
+from scrapy_grownup.page.limits import PageLimits
 
 WARC_DEFAULTS: dict[str, object] = {
     # WARC spider: input and output
@@ -66,7 +66,7 @@ class WarcSettings:
         ``GrownupSettings``, so both read them identically."""
         from scrapy.settings import BaseSettings, Settings
 
-        from ..settings import GrownupSettings
+        from scrapy_grownup.crawl.settings import GrownupSettings
 
         if not isinstance(settings, BaseSettings):
             settings = Settings(settings or {})

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dom import NUM_EIGENVECTORS, PageStructure
-from ..layout import LAYOUT_DIM
-from ..repetition import REPETITION_DIM
-from ..store import _NODE_FIELDS, GraphStore, page_columns
-from .pairs import site_hash, site_key
+from scrapy_grownup.page.dom import NUM_EIGENVECTORS, PageStructure
+from scrapy_grownup.graph.layout import LAYOUT_DIM
+from scrapy_grownup.graph.repetition import REPETITION_DIM
+from scrapy_grownup.data.store import _NODE_FIELDS, GraphStore, page_columns
+from scrapy_grownup.warc.pairs import site_hash, site_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..encoders.base import TextEncoder
+    from scrapy_grownup.encoders.base import TextEncoder
 
 SHARD_DIR = "shards"
 ENCODE_BLOCK = 8192  # strings per encoder call when a shard is closed
@@ -121,8 +121,8 @@ class ShardBuilder:
         for start in range(1, len(unique), ENCODE_BLOCK):
             block = unique[start:start + ENCODE_BLOCK]
             strings[start:start + len(block)] = encoder.encode(block).astype(np.float16)
-        from ..featurizer import FEATURE_VERSION
-        from ..store import STORE_FORMAT
+        from scrapy_grownup.graph.featurizer import FEATURE_VERSION
+        from scrapy_grownup.data.store import STORE_FORMAT
 
         meta = {
             "format": STORE_FORMAT, "encoder": encoder.name, "encoder_version": encoder.version,

@@ -21,9 +21,9 @@ from typing import Any, AsyncIterator
 import scrapy
 from scrapy import signals
 
-from .settings import WarcSettings
-from .sources import expand, split_specs
-from .writer import CorpusWriter
+from scrapy_grownup.warc.settings import WarcSettings
+from scrapy_grownup.warc.sources import expand, split_specs
+from scrapy_grownup.warc.writer import CorpusWriter
 
 logger = logging.getLogger(__name__)
 STATS_PREFIX = "grownup/warc"

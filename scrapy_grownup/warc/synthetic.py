@@ -68,7 +68,7 @@ def dataset_pages(limit: int | None = None, names: tuple[str, ...] = ("dragnet",
                   ) -> list[tuple[str, bytes]]:
     """``(id, html)`` of real pages from the shared datasets, in a stable order (raises
     ``datasets.DatasetNotAvailable`` when a dataset is absent)."""
-    from ..datasets import iter_records
+    from scrapy_grownup.data.datasets import iter_records
 
     out: list[tuple[str, bytes]] = []
     for name in names:
@@ -85,7 +85,7 @@ def fixture_dir() -> Path:
     Raises ``datasets.DatasetNotAvailable`` when neither the unpacked copy nor the archive
     ``shared/data/warc.tar.xz`` can be found.
     """
-    from ..datasets import DatasetNotAvailable, dataset_root
+    from scrapy_grownup.data.datasets import DatasetNotAvailable, dataset_root
 
     root = dataset_root()
     target = root / "warc"

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-from ..errors import EmptyPageError, GrownupError, NotHTMLError
-from ..workers import FeaturizerPool, PageTimeoutError, WorkerCrashedError
-from .manifest import (ensure_config, finalize, is_done, now, remove_stale_temporaries,
+from scrapy_grownup.errors import EmptyPageError, GrownupError, NotHTMLError
+from scrapy_grownup.crawl.workers import FeaturizerPool, PageTimeoutError, WorkerCrashedError
+from scrapy_grownup.warc.manifest import (ensure_config, finalize, is_done, now, remove_stale_temporaries,
                        worker_id, write_failure, write_marker)
-from .pairs import site_key
-from .reader import Candidate, RecordReader, Skip
-from .settings import WarcSettings
-from .shards import SHARD_DIR, ShardBuilder, ShardInfo, shard_info, shard_name
-from .sources import Source
+from scrapy_grownup.warc.pairs import site_key
+from scrapy_grownup.warc.reader import Candidate, RecordReader, Skip
+from scrapy_grownup.warc.settings import WarcSettings
+from scrapy_grownup.warc.shards import SHARD_DIR, ShardBuilder, ShardInfo, shard_info, shard_name
+from scrapy_grownup.warc.sources import Source
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ class CorpusWriter:
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self) -> None:
         """Load the encoder and claim (or check) the directory's configuration."""
-        from ..encoders import get_encoder
-        from ..featurizer import FEATURE_VERSION
+        from scrapy_grownup.encoders import get_encoder
+        from scrapy_grownup.graph.featurizer import FEATURE_VERSION
 
         s = self.settings
         kwargs = {"device": s.device} if s.device else {}

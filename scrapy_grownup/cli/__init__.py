@@ -1,0 +1,1 @@
+"""The ``grownup`` command line."""

@@ -1,0 +1,93 @@
+"""``scrapy_grownup.Addon``: one line in ``ADDONS`` turns a crawl into article items.
+
+It checks every ``GROWNUP_*`` setting when the crawler starts (``settings.GrownupSettings``:
+a bad value stops the crawl with one error line, before the spider opens and before any model
+loads), registers the three components at add-on priority and leaves every ``GROWNUP_*``
+setting to its default unless the project set it. Component order matters: the downloader middleware sits
+after decompression and redirects (it must see the final, decoded body), the spider middleware
+sits next to the spider (it must see ``with_article`` before other middlewares do), and the
+pipeline runs before the project's own pipelines (they see the filled item).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from scrapy.exceptions import NotConfigured
+
+from scrapy_grownup.errors import SettingsError
+from scrapy_grownup.crawl.middlewares import ArticleSpiderMiddleware, FeaturizeMiddleware
+from scrapy_grownup.crawl.pipelines import ArticlePipeline
+from scrapy_grownup.crawl.settings import DEFAULTS, GrownupSettings, check, unknown_names
+
+logger = logging.getLogger(__name__)
+PRIORITIES = {
+    "DOWNLOADER_MIDDLEWARES": (FeaturizeMiddleware, 540),  # HttpCompression is 590
+    "SPIDER_MIDDLEWARES": (ArticleSpiderMiddleware, 975),  # Depth is 900; nearest the spider
+    "ITEM_PIPELINES": (ArticlePipeline, 100),
+}
+WARC_ARCHIVE_PRIORITY = 950
+
+
+class Addon:
+    """``ADDONS = {"scrapy_grownup.Addon": 500}``."""
+
+    def __init__(self, crawler=None):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler) -> "Addon":
+        return cls(crawler)
+
+    def update_settings(self, settings) -> None:
+        """Register the components and check every ``GROWNUP_*`` setting, when the crawler
+        starts: before the spider opens and before any model loads. A bad value stops the
+        crawl with one error line naming the setting and the values it may take."""
+        try:
+            enabled = check(settings, "GROWNUP_ENABLED")
+            if enabled:
+                GrownupSettings.from_settings(settings)
+        except SettingsError as exc:
+            stop_crawl(exc)
+        if not enabled:
+            raise NotConfigured("GROWNUP_ENABLED is off")
+        for name in unknown_names(settings):
+            logger.warning("%s is not a scrapy_grownup setting; it is ignored", name)
+        for name, value in DEFAULTS.items():
+            settings.setdefault(name, value, "addon")
+        for setting, (component, priority) in PRIORITIES.items():
+            settings.setdefault_in_component_priority_dict(setting, component, priority)
+        meta_refresh = "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware"
+        base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
+        own = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        if meta_refresh in base and meta_refresh not in own:
+            # Scrapy's own would lose a page whose <base href> or charset w3lib cannot read.
+            from scrapy_grownup.crawl.middlewares import guarded_meta_refresh
+
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", meta_refresh, None)
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", guarded_meta_refresh(), base[meta_refresh])
+        if settings.get("GROWNUP_WARC_OUTPUT"):
+            from scrapy_grownup.warc.archive import WarcArchiveMiddleware
+
+            # Next to the downloader: the archive keeps the bytes as they came off the wire.
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", WarcArchiveMiddleware, WARC_ARCHIVE_PRIORITY)
+
+
+def stop_crawl(error: SettingsError):
+    """Stop a crawl whose settings are bad: one error line, then ``SystemExit(1)`` where the
+    crawl runs in an asyncio task (``scrapy crawl`` / ``runspider`` / ``parse`` and
+    ``AsyncCrawlerProcess``: Scrapy exits with status 1 and prints no traceback), else the
+    ``SettingsError`` itself (a ``CrawlerProcess`` or a direct call: the caller gets the
+    exception; Scrapy's ``CrawlerProcess`` logs it with its traceback)."""
+    logger.error("%s", error)
+    try:
+        in_task = asyncio.current_task() is not None
+    except RuntimeError:  # no running event loop
+        in_task = False
+    if in_task:
+        raise SystemExit(1) from None
+    raise error

@@ -1,0 +1,66 @@
+"""Article fields on any item type, through itemadapter.
+
+``ArticleItem`` is a ``scrapy.Item`` declaring every field the add-on fills; a user's own item
+class gets those of the fields it declares (dicts get all). A user's non-empty value is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import scrapy
+from itemadapter import ItemAdapter
+
+from scrapy_grownup.output.article import Article
+
+logger = logging.getLogger(__name__)
+# Article fields that describe the extraction, not the page: kept off items.
+INTERNAL_FIELDS = ("content_nodes", "nodes", "text_source")
+EXTRA_FIELDS = ("model_version", "timing")
+
+
+def article_fields() -> list[str]:
+    """Field names the add-on fills, in declaration (and feed export) order."""
+    names = [f.name for f in dataclasses.fields(Article) if f.name not in INTERNAL_FIELDS]
+    return names + [name for name in EXTRA_FIELDS if name not in names]
+
+
+ArticleItem = type("ArticleItem", (scrapy.Item,), {
+    "__doc__": "A scrapy.Item with every field the add-on fills.",
+    **{name: scrapy.Field() for name in article_fields()},
+})
+
+
+def article_values(article: Article, text_field: str = "text") -> dict[str, object]:
+    """The item values of ``article``; ``text_field="markdown"`` puts the Markdown in ``text``
+    and leaves the ``markdown`` field out, so an item carries it once."""
+    values = {name: value for name, value in article.to_dict().items()
+              if name not in INTERNAL_FIELDS}
+    if text_field != "text":
+        values["text"] = values.pop(text_field, None) or ""
+    return values
+
+
+_warned_classes: set[type] = set()
+
+
+def fill_item(item, values: dict[str, object]) -> list[str]:
+    """Set ``values`` on ``item`` where it has room and no value yet; returns fields it lacks."""
+    adapter = ItemAdapter(item)
+    missing = []
+    for name, value in values.items():
+        try:
+            current = adapter.get(name)
+            if current not in (None, "", [], {}):
+                continue
+            adapter[name] = value
+        except KeyError:
+            missing.append(name)
+    if missing and type(item) not in _warned_classes:
+        _warned_classes.add(type(item))
+        logger.warning("%s does not declare the article fields %s; they are left out "
+                       "(declare them, or subclass scrapy_grownup.ArticleItem)",
+                       type(item).__name__, ", ".join(missing))
+    return missing

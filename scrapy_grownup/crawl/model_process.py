@@ -1,0 +1,98 @@
+"""The model's side of the crawl: one process holding ``ArticleExtractor``, pages in, articles out.
+
+Runs in a spawned process (see ``workers``), or on a thread when ``GROWNUP_MODEL_PROCESS`` is
+off. The model and text encoder stay loaded (on the GPU when there is one) between batches. A
+CUDA out-of-memory error halves the batch and retries; a page that fails on its own gets a
+``ModelError``, the other pages of its batch do not. Each page's article, Markdown included, is
+built here on its own before the batch is sent back, so a page whose article fails
+(``ArticleError``) fails alone too.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Sequence
+
+from scrapy_grownup.output.article import Article
+from scrapy_grownup.page.dom import PageStructure
+from scrapy_grownup.errors import GrownupError, ModelError
+from scrapy_grownup.extractor import is_out_of_memory, run_split_on_oom  # noqa: F401 - also imported here
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.crawl.workers import ParsedPage, background_process
+
+logger = logging.getLogger(__name__)
+WARMUP_PAGE = (b"<html><head><title>warm-up</title></head><body><div class=main><h1>Warm-up"
+               b"</h1><p>A page parsed and scored once before the crawl.</p></div></body></html>")
+_state: dict = {}
+
+
+def load_extractor(model: str, device: str | None, limits: PageLimits,
+                   batch_nodes: int | None, threads: int, threshold: float | None = None,
+                   refine: bool | None = None, rescore: bool | None = None) -> None:
+    """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
+    _state.clear()
+    background_process()
+    try:
+        from scrapy_grownup.page.dom import parse_page
+        from scrapy_grownup.extractor import ArticleExtractor
+
+        # GROWNUP_MODEL_THREADS: torch threads of each model call (set for the call; this
+        # may be the crawl's own process when GROWNUP_MODEL_PROCESS is off)
+        # GROWNUP_THRESHOLD / GROWNUP_REFINE / GROWNUP_RESCORER: None keeps the model's own
+        extractor = ArticleExtractor.from_pretrained(model, device=device, limits=limits,
+                                                     threads=threads, threshold=threshold,
+                                                     refine=refine, rescore=rescore)
+        if batch_nodes is not None:  # None: the extractor's own
+            extractor.batch_nodes = batch_nodes
+        # First calls load lazy parts (py3langid's model, torch's kernels): done before
+        # the crawl.
+        extractor.articles([parse_page(WARMUP_PAGE, url="about:warmup", limits=limits)])
+        _state["extractor"] = extractor
+    except Exception as exc:  # noqa: BLE001 - reported by describe() in the crawl's process
+        _state["error"] = exc if isinstance(exc, GrownupError) else \
+            ModelError(f"loading model {model!r} failed: {type(exc).__name__}: {exc}")
+
+
+def loaded_extractor():
+    """The model this process loaded (``load_extractor``); raises its load error."""
+    if "error" in _state:
+        raise _state["error"]
+    return _state["extractor"]
+
+
+def describe() -> dict:
+    """What the crawl needs to know of the loaded model (raises its load error): ``loaded`` is
+    the shipped model's own name (``auto`` and ``default`` resolved) or the directory."""
+    from scrapy_grownup.extractor import MODELS_DIR, resolve_model_dir
+
+    extractor = loaded_extractor()
+    try:
+        directory = resolve_model_dir(extractor.name)
+        loaded = directory.name if directory.parent == MODELS_DIR else str(directory)
+    except GrownupError:  # pragma: no cover - it loaded from there
+        loaded = extractor.name
+    return {"name": extractor.name, "loaded": loaded, "version": extractor.version,
+            "device": str(extractor.device), "threshold": extractor.threshold,
+            "adaptive": bool(getattr(extractor, "adaptive", False)),
+            "rescorer": getattr(extractor, "rescorer", None) is not None,
+            "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres,
+            "page_features": extractor.page_features}
+
+
+def score_articles(pages: Sequence[PageStructure | ParsedPage]
+                   ) -> tuple[list[Article | GrownupError], int]:
+    """Articles of one micro-batch, errors isolated per page: the model's (``ModelError``)
+    and the article's (``ArticleError``; Markdown is built here, not while pickling). A crawl
+    sends its workers' ``ParsedPage``s, unpickled here."""
+    extractor = loaded_extractor()
+    pages = [p.page if isinstance(p, ParsedPage) else p for p in pages]
+    return run_split_on_oom(partial(extractor.article_results, build_markdown=True), pages,
+                            _empty_cuda_cache)
+
+
+def _empty_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,339 @@
+"""The ``GROWNUP_*`` Scrapy settings: defaults and checks in one place, read once per crawler.
+
+``DEFAULTS`` holds every setting and its default, ``CHECKS`` what each may hold.
+``GrownupSettings.from_settings`` checks them all and raises ``SettingsError`` (one line naming
+the setting, its value and the allowed values) on the first bad one; the add-on calls it when the
+crawler starts, before the spider opens and before any model loads. The README's settings table
+lists these same names and defaults; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from scrapy_grownup.errors import SettingsError
+from scrapy_grownup.page.limits import PageLimits
+
+DEFAULTS: dict[str, object] = {
+    "GROWNUP_ENABLED": True,
+    "GROWNUP_MODEL": "auto",
+    "GROWNUP_DEVICE": "auto",
+    "GROWNUP_THRESHOLD": None,
+    "GROWNUP_REFINE": None,
+    "GROWNUP_RESCORER": None,
+    "GROWNUP_BATCH_PAGES": 32,
+    "GROWNUP_BATCH_NODES": 40_000,
+    "GROWNUP_BATCH_WAIT_MS": 50,
+    "GROWNUP_BATCHES_IN_FLIGHT": 2,
+    "GROWNUP_QUEUE_SIZE": 256,
+    "GROWNUP_MODEL_PROCESS": True,
+    "GROWNUP_MODEL_THREADS": 1,
+    "GROWNUP_WORKERS": "auto",
+    "GROWNUP_MAX_PENDING_PAGES": 64,
+    "GROWNUP_MAX_PAGE_BYTES": PageLimits.max_bytes,
+    "GROWNUP_MAX_PAGE_NODES": PageLimits.max_nodes,
+    "GROWNUP_MAX_PAGE_DEPTH": PageLimits.max_depth,
+    "GROWNUP_PAGE_TIMEOUT": 10.0,
+    "GROWNUP_PAGE_TYPES": [],
+    "GROWNUP_MIN_TEXT_LENGTH": 1,
+    "GROWNUP_AUTO_ITEMS": True,
+    "GROWNUP_OUTPUT_FORMAT": "text",
+}
+OUTPUT_FORMATS = ("text", "markdown")
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
+
+
+# -- one check per kind of value: the parsed value, or SettingsError naming what is allowed -----
+def _bad(name: str, value, problem: str, allowed: str) -> SettingsError:
+    return SettingsError(f"{name} = {value!r}: {problem}; allowed: {allowed}")
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _bool(name: str, value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _bad(name, value, "not a boolean", "True or False")
+
+
+def _whole(minimum: int, extra: str = "") -> Callable[[str, object], int]:
+    allowed = f"a whole number >= {minimum}{extra}"
+
+    def check(name: str, value) -> int:
+        number = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            number = int(value)
+        if number is None:
+            raise _bad(name, value, "not a whole number", allowed)
+        if number < minimum:
+            raise _bad(name, value, "too small", allowed)
+        return number
+
+    return check
+
+
+def _milliseconds(name: str, value) -> float:
+    allowed = "a number of milliseconds >= 0"
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number != number:  # NaN
+        raise _bad(name, value, "not a number", allowed)
+    if number < 0:
+        raise _bad(name, value, "negative", allowed)
+    return number
+
+
+def _seconds(name: str, value) -> float:
+    allowed = "a number of seconds > 0, or 0 for no budget"
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number != number or number in (float("inf"), float("-inf")):
+        raise _bad(name, value, "not a number", allowed)
+    if number < 0:
+        raise _bad(name, value, "negative", allowed)
+    return number
+
+
+def _threshold(name: str, value) -> float | None:
+    allowed = ("a number between 0 and 1 (exclusive), used on every page, or None for each "
+               "page's own cut-off near the model's threshold")
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None:
+        raise _bad(name, value, "not a number", allowed)
+    if not 0.0 < number < 1.0:
+        raise _bad(name, value, "out of range", allowed)
+    return number
+
+
+def _model_default_bool(models_own: str) -> Callable[[str, object], bool | None]:
+    """A boolean that may also be ``None``: the model's own setting (``models_own`` says what
+    that is, for the error line)."""
+    def check_value(name: str, value) -> bool | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            return None
+        try:
+            return _bool(name, value)
+        except SettingsError:
+            raise _bad(name, value, "not a boolean",
+                       f"True, False, or None for the model's own ({models_own})") from None
+    return check_value
+
+
+_refine = _model_default_bool("False")
+_rescorer = _model_default_bool("on where it has one")
+
+
+def _workers(name: str, value) -> int:
+    """``"auto"``: one featurization process per core but one (the reactor and model need it)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return max(1, (os.cpu_count() or 2) - 1)
+    return _whole(0, ", or 'auto' (0 parses on a thread)")(name, value)
+
+
+def _device(name: str, value) -> str | None:
+    device = str(value or "auto").strip().lower()
+    if not DEVICE_PATTERN.fullmatch(device):
+        raise _bad(name, value, "unknown device", "auto, cpu, cuda, cuda:N, mps, xpu")
+    return None if device == "auto" else device
+
+
+def _output_format(name: str, value) -> str:
+    if value not in OUTPUT_FORMATS:
+        raise _bad(name, value, "unknown format", ", ".join(OUTPUT_FORMATS))
+    return value
+
+
+def _model(name: str, value) -> str:
+    from scrapy_grownup.extractor import MODELS_DIR, resolve_model_dir, shipped_models
+
+    allowed = (f"auto, default, {', '.join(shipped_models())}, or a model directory "
+               "(written by grownup train)")
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        raise _bad(name, value, "not a model name", allowed)
+    model = str(value).strip()
+    if model == "auto":
+        return model
+    try:
+        directory = resolve_model_dir(model)
+    except Exception:  # noqa: BLE001 - ModelLoadError: neither shipped nor a directory
+        raise _bad(name, value, "no such model", allowed) from None
+    if directory.parent != MODELS_DIR and not (directory / "config.json").is_file():
+        raise _bad(name, value, "not a model directory (no config.json)", allowed)
+    return model
+
+
+def _page_types(name: str, value) -> frozenset[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple, set, frozenset)) or \
+            not all(isinstance(v, str) for v in value):
+        raise _bad(name, value, "not a list of page types",
+                   "a list of page type names, or [] for every page")
+    return frozenset(v.strip() for v in value if v.strip())
+
+
+# What each setting may hold; every name of ``DEFAULTS`` has one.
+CHECKS: dict[str, Callable[[str, object], object]] = {
+    "GROWNUP_ENABLED": _bool,
+    "GROWNUP_MODEL": _model,
+    "GROWNUP_DEVICE": _device,
+    "GROWNUP_THRESHOLD": _threshold,
+    "GROWNUP_REFINE": _refine,
+    "GROWNUP_RESCORER": _rescorer,
+    "GROWNUP_BATCH_PAGES": _whole(1),
+    "GROWNUP_BATCH_NODES": _whole(1),
+    "GROWNUP_BATCH_WAIT_MS": _milliseconds,
+    "GROWNUP_BATCHES_IN_FLIGHT": _whole(1),
+    "GROWNUP_QUEUE_SIZE": _whole(1),
+    "GROWNUP_MODEL_PROCESS": _bool,
+    "GROWNUP_MODEL_THREADS": _whole(1),
+    "GROWNUP_WORKERS": _workers,
+    "GROWNUP_MAX_PENDING_PAGES": _whole(1),
+    "GROWNUP_MAX_PAGE_BYTES": _whole(1),
+    "GROWNUP_MAX_PAGE_NODES": _whole(1),
+    "GROWNUP_MAX_PAGE_DEPTH": _whole(1),
+    "GROWNUP_PAGE_TIMEOUT": _seconds,
+    "GROWNUP_PAGE_TYPES": _page_types,
+    "GROWNUP_MIN_TEXT_LENGTH": _whole(0),
+    "GROWNUP_AUTO_ITEMS": _bool,
+    "GROWNUP_OUTPUT_FORMAT": _output_format,
+}
+assert set(CHECKS) == set(DEFAULTS)
+
+
+def check(settings, name: str):
+    """The checked value of one ``GROWNUP_*`` setting (its default when unset)."""
+    value = settings.get(name) if settings is not None else None
+    if value is None and name not in ("GROWNUP_THRESHOLD", "GROWNUP_REFINE", "GROWNUP_RESCORER"):
+        value = DEFAULTS[name]
+    return CHECKS[name](name, value)
+
+
+def model_page_types(model: str, device: str | None) -> set[str] | None:
+    """Page types the model(s) ``GROWNUP_MODEL`` may load can tell apart, read from their
+    ``config.json`` (no torch): ``auto`` may be either of its models unless the device says
+    which. ``None`` when none of them has a page-type head."""
+    from scrapy_grownup.extractor import auto_model, model_document, resolve_model_dir
+
+    if model == "auto":
+        names = {auto_model(device, warn=False)} if device else \
+            {auto_model("cpu"), auto_model("cuda", warn=False)}
+    else:
+        names = {model}
+    found: set[str] | None = None
+    for name in names:
+        try:
+            config = model_document(resolve_model_dir(name)).get("config") or {}
+            count = int(config.get("num_genres") or 0)
+            genres = [str(g) for g in config.get("genre_names") or []] or \
+                [f"genre_{i}" for i in range(count)]
+        except Exception:  # noqa: BLE001 - an unreadable config fails when the model loads
+            continue
+        if count:
+            found = (found or set()) | set(genres)
+    return found
+
+
+def unknown_names(settings) -> list[str]:
+    """``GROWNUP_*`` names set in ``settings`` that no part of the package reads, each with the
+    nearest known name (a typo such as ``GROWNUP_WORKER`` would otherwise do nothing)."""
+    from scrapy_grownup.warc.settings import WARC_DEFAULTS
+
+    known = set(DEFAULTS) | set(WARC_DEFAULTS)
+    out = []
+    for name in settings if settings is not None else ():
+        if isinstance(name, str) and name.startswith("GROWNUP_") and name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            out.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    return out
+
+
+@dataclass(frozen=True)
+class GrownupSettings:
+    """Typed, checked view of the ``GROWNUP_*`` settings of one crawler."""
+
+    enabled: bool
+    model: str
+    device: str | None  # None: CUDA when available, else CPU
+    threshold: float | None  # None: adapted per page near the model's own (fast: 0.4)
+    refine: bool | None  # None: the model's own (False)
+    rescorer: bool | None  # None: the model's block rescorer where it has one
+    batch_pages: int
+    batch_nodes: int
+    batch_wait_ms: float
+    batches_in_flight: int
+    queue_size: int
+    model_process: bool
+    model_threads: int
+    workers: int
+    max_pending_pages: int
+    limits: PageLimits
+    page_timeout: float | None  # seconds a page may take in a featurization worker; None: no cap
+    page_types: frozenset[str]
+    min_text_length: int
+    auto_items: bool
+    output_format: str
+
+    @classmethod
+    def from_settings(cls, settings) -> "GrownupSettings":
+        """Check every ``GROWNUP_*`` setting; ``SettingsError`` names the first bad one."""
+        values = {name: check(settings, name) for name in DEFAULTS}
+        page_types = values["GROWNUP_PAGE_TYPES"]
+        if page_types:
+            known = model_page_types(values["GROWNUP_MODEL"], values["GROWNUP_DEVICE"])
+            if known is None:
+                raise _bad("GROWNUP_PAGE_TYPES", sorted(page_types),
+                           f"model {values['GROWNUP_MODEL']!r} has no page-type head",
+                           "[] with this model, or a model with a page-type head")
+            unknown = sorted(page_types - known)
+            if unknown:
+                raise _bad("GROWNUP_PAGE_TYPES", settings.get("GROWNUP_PAGE_TYPES"),
+                           f"unknown page type {', '.join(map(repr, unknown))}",
+                           f"a list of {', '.join(sorted(known))} ([] keeps every page)")
+        return cls(
+            enabled=values["GROWNUP_ENABLED"],
+            model=values["GROWNUP_MODEL"],
+            device=values["GROWNUP_DEVICE"],
+            threshold=values["GROWNUP_THRESHOLD"],
+            refine=values["GROWNUP_REFINE"],
+            rescorer=values["GROWNUP_RESCORER"],
+            batch_pages=values["GROWNUP_BATCH_PAGES"],
+            batch_nodes=values["GROWNUP_BATCH_NODES"],
+            batch_wait_ms=values["GROWNUP_BATCH_WAIT_MS"],
+            batches_in_flight=values["GROWNUP_BATCHES_IN_FLIGHT"],
+            queue_size=values["GROWNUP_QUEUE_SIZE"],
+            model_process=values["GROWNUP_MODEL_PROCESS"],
+            model_threads=values["GROWNUP_MODEL_THREADS"],
+            workers=values["GROWNUP_WORKERS"],
+            max_pending_pages=values["GROWNUP_MAX_PENDING_PAGES"],
+            limits=PageLimits(max_bytes=values["GROWNUP_MAX_PAGE_BYTES"],
+                              max_nodes=values["GROWNUP_MAX_PAGE_NODES"],
+                              max_depth=values["GROWNUP_MAX_PAGE_DEPTH"]),
+            page_timeout=values["GROWNUP_PAGE_TIMEOUT"] or None,
+            page_types=page_types,
+            min_text_length=values["GROWNUP_MIN_TEXT_LENGTH"],
+            auto_items=values["GROWNUP_AUTO_ITEMS"],
+            output_format=values["GROWNUP_OUTPUT_FORMAT"],
+        )

@@ -1,0 +1,1 @@
+"""Training side: text-extraction metrics. Serving never imports it."""

@@ -1,0 +1,212 @@
+"""``PageStructure`` + text encoder -> ``torch_geometric.data.Data``: the model's input graph.
+
+Two stages so that a crawler can run them in different places: ``structure()`` is CPU-bound
+parsing (worker processes), ``graphs()`` embeds the strings of many pages in one encoder call
+(the model's process, GPU when there is one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from scrapy_grownup.page.dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page,
+                  struct_features, tree_edges)
+from scrapy_grownup.graph.layout import LAYOUT_DIM
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.graph.repetition import REPETITION_DIM
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch_geometric.data import Data
+
+    from scrapy_grownup.encoders.base import TextEncoder
+
+# Bump when anything changes what a node's feature vector means (tag list, buckets, scaling).
+FEATURE_VERSION = "1"
+TEXT_BLOCKS = ("x_text", "x_class", "x_id")
+
+
+def feature_blocks(text_dim: int, layout: bool = True,
+                   repetition: bool = False) -> list[tuple[str, int]]:
+    """Names and widths of the input blocks, in the order the model concatenates them.
+
+    ``layout=False`` is the block list of models trained before the layout features
+    (``layout.py``), ``repetition=True`` adds the repeated-structure features
+    (``repetition.py``); a model reads the blocks it lists and a batch carries those its
+    featurizer computes."""
+    blocks = [(name, text_dim) for name in TEXT_BLOCKS] + [
+        ("x_struct", STRUCT_DIM), ("x_pos", NUM_EIGENVECTORS)
+    ]
+    if layout:
+        blocks.append(("x_layout", LAYOUT_DIM))
+    if repetition:
+        blocks.append(("x_repeat", REPETITION_DIM))
+    return blocks
+
+
+def uses_layout(input_blocks) -> bool:
+    """Whether a model with these input blocks reads the layout features."""
+    return any(name == "x_layout" for name, _ in input_blocks)
+
+
+def uses_repetition(input_blocks) -> bool:
+    """Whether a model with these input blocks reads the repeated-structure features."""
+    return any(name == "x_repeat" for name, _ in input_blocks)
+
+
+class Featurizer:
+    """Turns HTML into GROWN+UP graphs with a named text encoder (``static`` or ``minilm``)."""
+
+    def __init__(self, encoder: "str | TextEncoder" = "static", limits: PageLimits | None = None,
+                 layout: bool = True, repetition: bool = False, **encoder_kwargs):
+        if isinstance(encoder, str):
+            from scrapy_grownup.encoders import get_encoder
+
+            encoder = get_encoder(encoder, **encoder_kwargs)
+        self.encoder = encoder
+        self.limits = limits or PageLimits()
+        self.layout = layout  # compute the layout block (False for models that do not read it)
+        self.repetition = repetition  # compute the repeated-structure block
+
+    @classmethod
+    def for_blocks(cls, encoder: "str | TextEncoder", input_blocks,
+                   limits: PageLimits | None = None) -> "Featurizer":
+        """The featurizer that computes what a model with these input blocks reads."""
+        return cls(encoder, limits=limits, layout=uses_layout(input_blocks),
+                   repetition=uses_repetition(input_blocks))
+
+    @property
+    def blocks(self) -> list[tuple[str, int]]:
+        return feature_blocks(self.encoder.dim, self.layout, self.repetition)
+
+    def structure(self, body: bytes | str, url: str | None = None,
+                  content_type: str | bytes | None = None) -> PageStructure:
+        return parse_page(body, url=url, content_type=content_type, limits=self.limits)
+
+    def featurize(self, body: bytes | str, url: str | None = None,
+                  content_type: str | bytes | None = None) -> "Data":
+        return self.graphs([self.structure(body, url, content_type)])[0]
+
+    def graphs(self, pages: Sequence[PageStructure]) -> list["Data"]:
+        """Embed all strings of ``pages`` in one encoder call and build one graph per page."""
+        strings: list[str] = []
+        for page in pages:
+            strings.extend(page.node_text)
+            strings.extend(page.class_words)
+            strings.extend(page.id_words)
+        vectors = self.encoder.encode(strings) if strings else np.zeros((0, self.encoder.dim))
+        out, offset = [], 0
+        for page in pages:
+            n = page.num_nodes
+            text, klass, ident = (vectors[offset + i * n: offset + (i + 1) * n] for i in range(3))
+            offset += 3 * n
+            out.append(build_graph(page, text, klass, ident, repetition=self.repetition))
+        return out
+
+    def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
+        """The model input of ``pages`` as one batch, for inference: the same graphs as
+        ``Batch.from_data_list(self.graphs(pages))``, but each text block is given as the
+        distinct strings' vectors (``{block}_table``) and one row index per node
+        (``{block}_index``), which the model projects once per distinct string."""
+        import torch
+
+        if not pages:
+            raise ValueError("no pages to batch")
+        sizes = [page.num_nodes for page in pages]
+        n = sum(sizes)
+        strings: list[str] = []
+        for attr in ("node_text", "class_words", "id_words"):  # all pages' block, then the next
+            for page in pages:
+                strings.extend(getattr(page, attr))
+        table, index = self.encoder.encode_indexed(strings)
+        tensors = {}
+        for b, name in enumerate(TEXT_BLOCKS):
+            rows, inverse = np.unique(index[b * n:(b + 1) * n], return_inverse=True)
+            tensors[name + "_table"] = torch.from_numpy(table[rows])
+            tensors[name + "_index"] = torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+
+        offsets = np.zeros(len(pages) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        parents = []
+        for page, start in zip(pages, offsets[:-1].tolist()):
+            if page.positions is None:
+                from scrapy_grownup.graph.laplacian import laplacian_positions
+
+                page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+            par = page.parent.astype(np.int64)
+            parents.append(np.where(par >= 0, par + start, -1))
+        edge_index, edge_type = tree_edges(np.concatenate(parents))
+        tensors["x_struct"] = torch.from_numpy(struct_features(
+            np.concatenate([p.tag_ids for p in pages]),
+            np.concatenate([p.font for p in pages]),
+            np.concatenate([p.text_lengths() for p in pages]),
+            np.concatenate([p.num_children for p in pages]),
+            np.concatenate([p.child_index for p in pages])))
+        tensors["x_pos"] = torch.from_numpy(
+            np.concatenate([p.positions for p in pages]).astype(np.float32, copy=False))
+        if self.layout:
+            tensors["x_layout"] = torch.from_numpy(
+                np.concatenate([p.layout for p in pages]))
+        if self.repetition:
+            tensors["x_repeat"] = torch.from_numpy(
+                np.concatenate([p.repetition for p in pages]))
+        tensors["edge_index"] = torch.from_numpy(edge_index)
+        tensors["edge_type"] = torch.from_numpy(edge_type)
+        tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
+        tensors["ptr"] = torch.from_numpy(offsets)
+        tensors["truncated"] = torch.tensor([bool(page.truncated) for page in pages])
+        return GraphBatch(n, len(pages), tensors, pages=list(pages))
+
+
+class GraphBatch:
+    """Tensors of a batch of page graphs (``Featurizer.batch``), with the attributes the model
+    reads from a ``torch_geometric`` ``Batch``: ``batch``, ``ptr``, ``num_nodes``,
+    ``num_graphs``, ``edge_index``, ``edge_type`` and the input blocks. ``pages``: the parsed
+    pages (a genre head that reads page signals computes them from these, only then)."""
+
+    def __init__(self, num_nodes: int, num_graphs: int, tensors: dict, pages=None):
+        self.num_nodes, self.num_graphs = num_nodes, num_graphs
+        self.keys = list(tensors)
+        self.__dict__.update(tensors)
+        self.pages = pages
+
+    def to(self, device) -> "GraphBatch":
+        return GraphBatch(self.num_nodes, self.num_graphs,
+                          {key: getattr(self, key).to(device) for key in self.keys},
+                          pages=self.pages)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{key}={list(getattr(self, key).shape)}" for key in self.keys)
+        return f"GraphBatch(num_nodes={self.num_nodes}, num_graphs={self.num_graphs}, {shapes})"
+
+
+def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
+                ident: np.ndarray, repetition: bool = False) -> "Data":
+    import torch
+    from torch_geometric.data import Data
+
+    if page.positions is None:
+        from scrapy_grownup.graph.laplacian import laplacian_positions
+
+        page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
+    edge_index, edge_type = page.edges()
+    extra = {"x_repeat": torch.from_numpy(page.repetition.copy())} if repetition else {}
+    return Data(
+        x_text=torch.from_numpy(np.ascontiguousarray(text, dtype=np.float32)),
+        x_class=torch.from_numpy(np.ascontiguousarray(klass, dtype=np.float32)),
+        x_id=torch.from_numpy(np.ascontiguousarray(ident, dtype=np.float32)),
+        x_struct=torch.from_numpy(page.struct_features()),
+        x_pos=torch.from_numpy(np.ascontiguousarray(page.positions, dtype=np.float32)),
+        x_layout=torch.from_numpy(page.layout.copy()),
+        edge_index=torch.from_numpy(edge_index),
+        edge_type=torch.from_numpy(edge_type),
+        num_nodes=page.num_nodes,
+        truncated=torch.tensor([bool(page.truncated)]),
+        page=page,
+        **extra,
+    )
+
+
+__all__ = ["Featurizer", "FEATURE_VERSION", "GraphBatch", "STRUCT_BLOCKS", "build_graph",
+           "feature_blocks", "uses_layout", "uses_repetition"]
