@@ -30,6 +30,7 @@ MODELS_DIR = Path(__file__).parent / "assets" / "models"
 # takes it on a GPU only.
 DEFAULT_MODEL = "minilm"
 OUTPUT_FORMATS = ("text", "markdown")
+RUNTIMES = ("auto", "numpy", "torch")
 # Node budget of one model call on a CPU (``batch_nodes`` still caps it): measured on the Dragnet
 # test pages, one core, the fast model takes ~25% less time per node at 4k nodes than at 40k.
 CPU_BATCH_NODES = 4096
@@ -48,6 +49,28 @@ def model_document(directory: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def choose_runtime(runtime: str, config, device: str | None) -> str:
+    """``"numpy"`` or ``"torch"`` for a model of ``config`` on ``device`` (see
+    ``ArticleExtractor.from_pretrained``); a numpy runtime asked for where it cannot run is a
+    ``ModelLoadError`` that says why."""
+    from scrapy_grownup.model.numpy_model import supports
+
+    if device in (None, "auto"):
+        from scrapy_grownup.model.cuda import cuda_available
+
+        on_cpu = not cuda_available()
+    else:
+        on_cpu = str(device) == "cpu"
+    if runtime == "auto":
+        return "numpy" if on_cpu and supports(config) else "torch"
+    if runtime == "numpy" and not on_cpu:
+        raise ModelLoadError(f"runtime 'numpy' runs on the CPU, not on device {device!r}")
+    if runtime == "numpy" and not supports(config):
+        raise ModelLoadError("runtime 'numpy' does not run this model (Transformer blocks or "
+                             "node context): use runtime 'torch'")
+    return runtime
 
 
 def auto_model(device: str | None = None, warn: bool = True) -> str:
@@ -100,10 +123,16 @@ class ArticleExtractor:
                  threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
                  output_format: str = "text", threads: int | None = DEFAULT_THREADS,
                  adaptive: bool = True, rescorer=None):
-        import torch
+        if getattr(model, "runtime", "torch") == "numpy":
+            if device not in (None, "cpu"):
+                raise ValueError(f"a numpy model runs on the CPU, not on {device!r}")
+            self.device = "cpu"
+            self.model = model
+        else:
+            import torch
 
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = model.to(self.device).eval()
+            self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.model = model.to(self.device).eval()
         self.featurizer = featurizer
         self.name = name
         self.threshold = threshold
@@ -149,7 +178,8 @@ class ArticleExtractor:
                         limits: PageLimits | None = None, output_format: str = "text",
                         threads: int | None = DEFAULT_THREADS,
                         adaptive: bool | None = None,
-                        rescore: bool | None = None) -> "ArticleExtractor":
+                        rescore: bool | None = None,
+                        runtime: str = "auto") -> "ArticleExtractor":
         """Load a shipped model (``"auto"``, the default: ``default`` on a GPU, ``fast`` on a
         CPU; ``"default"``, the most accurate, ``minilm``; ``"fast"``; ``"minilm"``) or a
         directory, offline.
@@ -166,22 +196,32 @@ class ArticleExtractor:
         ``rescore``: whether the model's block rescorer (``block_rescorer.npz``, when it has
         one) rescores each block from its context; without a ``threshold``, its own cut-off
         is used. ``True`` for a model without one raises ``ModelLoadError``.
+        ``runtime``: what runs the model's forward pass: ``"numpy"`` (CPU only, no torch
+        import; models without Transformer blocks), ``"torch"``, or ``"auto"``: numpy where the
+        model runs on a CPU and numpy supports it, else torch.
         """
         from scrapy_grownup.encoders import get_encoder
         from scrapy_grownup.graph.featurizer import FEATURE_VERSION, Featurizer
-        from scrapy_grownup.model import GrownUpModel
+        from scrapy_grownup.model.files import read_model_config
 
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {RUNTIMES}, not {runtime!r}")
         if name_or_path == "auto":
             name_or_path = auto_model(device)
         directory = resolve_model_dir(name_or_path)
-        config, doc = GrownUpModel.read_config(directory)
+        config, doc = read_model_config(directory)
+        runtime = choose_runtime(runtime, config, device)
         encoder = get_encoder(config.encoder, device=device)
         if config.encoder_version and config.encoder_version != encoder.version:
             raise ModelLoadError(
                 f"{directory}: trained on encoder {config.encoder!r} version "
                 f"{config.encoder_version}, but the installed one is {encoder.version}")
         featurizer = Featurizer.for_blocks(encoder, config.input_blocks, limits)
-        model = GrownUpModel.from_pretrained(
+        if runtime == "numpy":
+            from scrapy_grownup.model.numpy_model import NumpyModel as model_class
+        else:
+            from scrapy_grownup.model import GrownUpModel as model_class
+        model = model_class.from_pretrained(
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
             expected_input_blocks=featurizer.blocks)
         options = (doc.get("metadata") or {}).get("inference", {})
@@ -294,9 +334,13 @@ class ArticleExtractor:
         if str(self.device).startswith("cpu"):
             # On a CPU, batches that stay in the caches run faster per node than big ones.
             budget = min(budget, CPU_BATCH_NODES)
-        with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
-            outputs = node_probabilities(self.model, [p.num_nodes for p in pages], make_batch,
-                                         budget, self.device, heads=True)
+        if getattr(self.model, "runtime", "torch") == "numpy":
+            outputs = numpy_probabilities(self.model, pages, self.featurizer, budget,
+                                          self.threads)
+        else:
+            with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
+                outputs = node_probabilities(self.model, [p.num_nodes for p in pages],
+                                             make_batch, budget, self.device, heads=True)
         if self.page_type is not None:
             page_type_probabilities(self.page_type, pages, outputs)
         return outputs
@@ -467,6 +511,25 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
                               "genre": genre[j] if genre is not None else None,
                               "genre_inputs": inputs[j] if inputs is not None else None}
     return out  # type: ignore[return-value]
+
+
+def numpy_probabilities(model, pages: Sequence[PageStructure], featurizer, batch_nodes: int,
+                        threads: int | None) -> list[dict]:
+    """``node_probabilities(..., heads=True)`` of a ``NumpyModel``: the same per-page dicts,
+    batching pages by the same node budget, on ``threads`` BLAS threads."""
+    from scrapy_grownup.graph.batching import node_budget_batches
+    from scrapy_grownup.model.threads import blas_threads
+
+    out: list = [None] * len(pages)
+    with blas_threads(threads):
+        for ids in node_budget_batches([p.num_nodes for p in pages], batch_nodes):
+            chunk = [pages[i] for i in ids]
+            arrays = featurizer.batch_arrays(chunk)
+            if model.config.genre_signals:
+                arrays["x_signals"] = np.stack([page.signals for page in chunk])
+            for i, result in zip(ids, model.predict(arrays)):
+                out[i] = result
+    return out
 
 
 def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "text",

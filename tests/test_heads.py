@@ -6,7 +6,7 @@ import torch
 
 from scrapy_grownup.page.dom import STRUCT_DIM, tree_edges
 from scrapy_grownup.model import GrownUpModel, ModelConfig
-from scrapy_grownup.model.grownup import _text_length_column
+from scrapy_grownup.model.files import text_length_column as _text_length_column
 from scrapy_grownup.model.heads import (ContentPooledReadout, ContextRoleHead, ancestor_sum,
                                         parent_rows, tree_depths)
 

@@ -221,7 +221,7 @@ def test_featurizer_batch_matches_graphs(golden_pages):
 def test_shipped_model_scores_do_not_depend_on_the_batch_form(golden_pages):
     from scrapy_grownup.extractor import ArticleExtractor
 
-    extractor = ArticleExtractor.from_pretrained("fast", device="cpu")
+    extractor = ArticleExtractor.from_pretrained("fast", device="cpu", runtime="torch")
     pages = golden_pages
     dense = Batch.from_data_list(extractor.featurizer.graphs(pages), exclude_keys=["page"])
     if extractor.model.config.genre_signals:  # its genre head reads them (x_signals, as training)

@@ -91,14 +91,14 @@ def test_a_parse_failure_is_a_parse_error(extractor, monkeypatch):
 
 
 def test_a_page_the_model_fails_on_is_a_model_error_alone(extractor, monkeypatch):
-    real = extractor.featurizer.batch
+    real = extractor.featurizer.batch_arrays  # what both runtimes batch pages with
 
     def batch(parsed):
         if any("poison" in p.url for p in parsed):
             raise RuntimeError("injected model failure")
         return real(parsed)
 
-    monkeypatch.setattr(extractor.featurizer, "batch", batch)
+    monkeypatch.setattr(extractor.featurizer, "batch_arrays", batch)
     out = extractor.extract_batch(pages(12, {4: "poison"}), errors="skip")
     assert [k for k, a in enumerate(out) if a is None] == [4]
     with pytest.raises(ModelError, match="injected model failure"):

@@ -64,7 +64,7 @@ def test_another_threads_calls_leave_this_threads_count_alone(torch_at_three):
 def fast():
     from scrapy_grownup import ArticleExtractor
 
-    return ArticleExtractor.from_pretrained("fast", device="cpu")
+    return ArticleExtractor.from_pretrained("fast", device="cpu", runtime="torch")
 
 
 def _threads_seen_by_the_model(extractor) -> list[int]:
@@ -149,3 +149,27 @@ def test_model_process_uses_grownup_model_threads(loads):
     finally:
         model_process._state.clear()
     assert loads == [2]
+
+
+def test_the_numpy_runtime_runs_blas_on_one_thread_by_default():
+    """The numpy runtime's matmuls run on the extractor's ``threads`` BLAS threads, and the
+    process's own BLAS setting is back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from scrapy_grownup import ArticleExtractor
+
+    extractor = ArticleExtractor.from_pretrained("fast", device="cpu", runtime="numpy")
+    assert extractor.threads == 1
+    seen: list = []
+    predict = extractor.model.predict
+
+    def recording(arrays):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return predict(arrays)
+
+    extractor.model.predict = recording
+    with threadpool_limits(limits=3, user_api="blas"):
+        article = extractor.extract(PAGE, url="https://riverside.example.com/x")
+        after = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    assert SENTENCE in article.text
+    assert seen == [{1}] and after == {3}

@@ -30,6 +30,14 @@ SENTENCE = "The council voted 7-2 on Tuesday to add protected bike lanes on thre
 TITLE = "City council approves new bike lanes & parking rules"
 # What a wheel is built from: the package and the project files setup.cfg names.
 BUILD_FILES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in")
+# What a plain install leaves out: the extras [torch], [gpu], [minilm] and [train].
+HEAVY = ("torch", "torch_geometric", "transformers", "sentence_transformers")
+NO_TORCH = (
+    "class _NotInstalled:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    f"        if name.split('.')[0] in {HEAVY!r}:\n"
+    "            raise ImportError(f'No module named {name!r} (GROWNUP_TEST_NO_TORCH)')\n"
+    "sys.meta_path.insert(0, _NotInstalled())\n")
 
 
 def _run(cmd, **kwargs) -> subprocess.CompletedProcess:
@@ -78,6 +86,11 @@ def installed(tmp_path_factory):
                          "print(sysconfig.get_paths()['purelib'])"], env=env).stdout.strip())
     (purelib / "_grownup_test_dependencies.pth").write_text(
         "".join(p + "\n" for p in site.getsitepackages() if Path(p).is_dir()))
+    # With GROWNUP_TEST_NO_TORCH set, the environment behaves as one where torch & co. were
+    # never installed: importing them raises ImportError (what a plain install gives).
+    (purelib / "_grownup_test_no_torch.pth").write_text(
+        "import os, sys; exec(" + repr(NO_TORCH) + ") if os.environ.get('GROWNUP_TEST_NO_TORCH') "
+        "else None\n")
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
     shutil.copy2(PAGE, elsewhere / "page.html")
@@ -138,3 +151,32 @@ def test_installed_api_extracts_a_page_from_the_new_environment(installed):
     assert not module.is_relative_to(ROOT)
     assert {"fast", "minilm"} <= set(found["models"])
     assert found["title"] == TITLE and SENTENCE in found["text"]
+
+
+def test_the_wheel_requires_torch_only_for_its_extras(installed):
+    dist_info = installed["wheel"].name.split("-py")[0] + ".dist-info"
+    with zipfile.ZipFile(installed["wheel"]) as wheel:
+        metadata = wheel.read(f"{dist_info}/METADATA").decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    heavy = [line for line in requires if any(name in line.lower() for name in
+                                              ("torch", "sentence-transformers"))]
+    assert heavy and all("extra ==" in line for line in heavy), heavy
+
+
+def test_installed_without_torch_the_cli_and_the_api_extract_a_page(installed):
+    env = dict(installed["env"], GROWNUP_TEST_NO_TORCH="1")
+    blocked = subprocess.run([str(installed["python"]), "-c", "import torch"],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert blocked.returncode != 0 and "GROWNUP_TEST_NO_TORCH" in blocked.stderr
+    grownup = str(installed["venv"] / "bin" / "grownup")
+    out = installed["cwd"] / "no-torch.jsonl"
+    result = _run([grownup, "extract", "page.html", "-o", str(out)], cwd=installed["cwd"],
+                  env=env)
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 1, result.stderr
+    assert rows[0]["title"] == TITLE and SENTENCE in rows[0]["text"]
+    script = ("from scrapy_grownup import ArticleExtractor\n"
+              "a = ArticleExtractor.from_pretrained().extract(open('page.html', 'rb').read())\n"
+              "print(a.title)\n")
+    done = _run([str(installed["python"]), "-c", script], cwd=installed["cwd"], env=env)
+    assert done.stdout.strip().splitlines()[-1] == TITLE

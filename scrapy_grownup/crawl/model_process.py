@@ -11,6 +11,7 @@ built here on its own before the batch is sent back, so a page whose article fai
 from __future__ import annotations
 
 import logging
+import sys
 from functools import partial
 from typing import Sequence
 
@@ -92,7 +93,6 @@ def score_articles(pages: Sequence[PageStructure | ParsedPage]
 
 
 def _empty_cuda_cache() -> None:
-    import torch
-
-    if torch.cuda.is_available():
+    torch = sys.modules.get("torch")  # a numpy model on a CPU never imported it
+    if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -104,13 +104,12 @@ class Featurizer:
             out.append(build_graph(page, text, klass, ident, repetition=self.repetition))
         return out
 
-    def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
-        """The model input of ``pages`` as one batch, for inference: the same graphs as
-        ``Batch.from_data_list(self.graphs(pages))``, but each text block is given as the
+    def batch_arrays(self, pages: Sequence[PageStructure]) -> dict[str, np.ndarray]:
+        """The model input of ``pages`` as numpy arrays, for inference: each text block as the
         distinct strings' vectors (``{block}_table``) and one row index per node
-        (``{block}_index``), which the model projects once per distinct string."""
-        import torch
-
+        (``{block}_index``), which the model projects once per distinct string; the other
+        blocks dense; ``parent`` (batch row of each node's parent, -1 at a root), ``ptr``
+        (page offsets) and ``truncated``. ``batch`` wraps these as torch tensors."""
         if not pages:
             raise ValueError("no pages to batch")
         sizes = [page.num_nodes for page in pages]
@@ -120,11 +119,11 @@ class Featurizer:
             for page in pages:
                 strings.extend(getattr(page, attr))
         table, index = self.encoder.encode_indexed(strings)
-        tensors = {}
+        arrays: dict[str, np.ndarray] = {}
         for b, name in enumerate(TEXT_BLOCKS):
             rows, inverse = np.unique(index[b * n:(b + 1) * n], return_inverse=True)
-            tensors[name + "_table"] = torch.from_numpy(table[rows])
-            tensors[name + "_index"] = torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+            arrays[name + "_table"] = table[rows]
+            arrays[name + "_index"] = inverse.reshape(-1).astype(np.int64)
 
         offsets = np.zeros(len(pages) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -136,27 +135,40 @@ class Featurizer:
                 page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
             par = page.parent.astype(np.int64)
             parents.append(np.where(par >= 0, par + start, -1))
-        edge_index, edge_type = tree_edges(np.concatenate(parents))
-        tensors["x_struct"] = torch.from_numpy(struct_features(
+        arrays["parent"] = np.concatenate(parents)
+        arrays["x_struct"] = struct_features(
             np.concatenate([p.tag_ids for p in pages]),
             np.concatenate([p.font for p in pages]),
             np.concatenate([p.text_lengths() for p in pages]),
             np.concatenate([p.num_children for p in pages]),
-            np.concatenate([p.child_index for p in pages])))
-        tensors["x_pos"] = torch.from_numpy(
-            np.concatenate([p.positions for p in pages]).astype(np.float32, copy=False))
+            np.concatenate([p.child_index for p in pages]))
+        arrays["x_pos"] = np.concatenate([p.positions for p in pages]).astype(np.float32,
+                                                                              copy=False)
         if self.layout:
-            tensors["x_layout"] = torch.from_numpy(
-                np.concatenate([p.layout for p in pages]))
+            arrays["x_layout"] = np.concatenate([p.layout for p in pages])
         if self.repetition:
-            tensors["x_repeat"] = torch.from_numpy(
-                np.concatenate([p.repetition for p in pages]))
+            arrays["x_repeat"] = np.concatenate([p.repetition for p in pages])
+        arrays["ptr"] = offsets
+        arrays["truncated"] = np.array([bool(page.truncated) for page in pages])
+        return arrays
+
+    def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
+        """The model input of ``pages`` as one torch batch, for inference: the same graphs as
+        ``Batch.from_data_list(self.graphs(pages))``, with the text blocks in index form
+        (``batch_arrays``)."""
+        import torch
+
+        arrays = self.batch_arrays(pages)
+        edge_index, edge_type = tree_edges(arrays.pop("parent"))
+        tensors = {name: torch.from_numpy(value) for name, value in arrays.items()}
         tensors["edge_index"] = torch.from_numpy(edge_index)
         tensors["edge_type"] = torch.from_numpy(edge_type)
+        sizes = np.diff(arrays["ptr"])
         tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
-        tensors["ptr"] = torch.from_numpy(offsets)
-        tensors["truncated"] = torch.tensor([bool(page.truncated) for page in pages])
-        return GraphBatch(n, len(pages), tensors, pages=list(pages))
+        # the same key order as before: the tensors first, then the graph's bookkeeping
+        order = [k for k in tensors if k not in ("ptr", "truncated")] + ["ptr", "truncated"]
+        return GraphBatch(int(arrays["ptr"][-1]), len(pages), {k: tensors[k] for k in order},
+                          pages=list(pages))
 
 
 class GraphBatch:

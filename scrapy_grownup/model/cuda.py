@@ -32,6 +32,8 @@ def cuda_available() -> bool:
     """``torch.cuda.is_available()``, importing torch only where a GPU driver is present."""
     if "torch" not in sys.modules and not gpu_driver_present():
         return False
-    import torch
-
+    try:
+        import torch
+    except ImportError:  # a plain install serves on the CPU without torch
+        return False
     return bool(torch.cuda.is_available())

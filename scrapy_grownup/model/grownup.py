@@ -8,7 +8,6 @@ run code. Every failure to load raises ``ModelLoadError`` saying what is wrong.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -23,13 +22,13 @@ from torch import Tensor, nn
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model.backbone import GrownUpBackbone, graph_inputs
 from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.files import (CONFIG_NAME, FORMAT_VERSION, MODEL_TYPE, WEIGHTS_NAME,
+                                        check_match, check_tensors, header_shapes,
+                                        read_model_config, sha256,
+                                        text_length_column)
 from scrapy_grownup.model.heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
                     parent_rows)
 
-FORMAT_VERSION = 1
-WEIGHTS_NAME = "model.safetensors"
-CONFIG_NAME = "config.json"
-MODEL_TYPE = "grownup"
 
 
 @dataclass
@@ -178,7 +177,7 @@ class GrownUpModel(nn.Module):
         try:
             save_file(tensors, str(weights_tmp),
                       metadata={"format": "pt", "format_version": str(FORMAT_VERSION)})
-            digest = _sha256(weights_tmp)
+            digest = sha256(weights_tmp)
             doc = {
                 "model_type": MODEL_TYPE,
                 "format_version": FORMAT_VERSION,
@@ -203,26 +202,7 @@ class GrownUpModel(nn.Module):
     @classmethod
     def read_config(cls, directory: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
         """The ``ModelConfig`` and the whole ``config.json`` document of a saved model."""
-        path = Path(directory) / CONFIG_NAME
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelLoadError(
-                f"{path}: missing (not a saved GROWN+UP model directory)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelLoadError(f"{path}: unreadable or not JSON ({exc})") from exc
-        if not isinstance(doc, dict) or doc.get("model_type") != MODEL_TYPE:
-            raise ModelLoadError(f"{path}: not a GROWN+UP model config (model_type "
-                                 f"{doc.get('model_type') if isinstance(doc, dict) else None!r})")
-        version = doc.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ModelLoadError(f"{path}: format_version {version!r} is not supported "
-                                 f"(this package reads {FORMAT_VERSION})")
-        try:
-            config = ModelConfig.from_dict(doc.get("config"))
-        except (TypeError, ValueError) as exc:
-            raise ModelLoadError(f"{path}: invalid model config: {exc}") from exc
-        return config, doc
+        return read_model_config(directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike,
@@ -240,26 +220,13 @@ class GrownUpModel(nn.Module):
 
         directory = Path(directory)
         config, doc = cls.read_config(directory)
-        mismatches = []
-        if expected_encoder is not None and config.encoder != expected_encoder:
-            mismatches.append(f"encoder {config.encoder!r} != expected {expected_encoder!r}")
-        if expected_feature_version is not None and \
-                str(config.feature_version) != str(expected_feature_version):
-            mismatches.append(f"feature version {config.feature_version!r} != expected "
-                              f"{expected_feature_version!r}")
-        if expected_input_blocks is not None and \
-                [tuple(b) for b in expected_input_blocks] != list(config.input_blocks):
-            mismatches.append(f"input blocks {config.input_blocks} != expected "
-                              f"{[tuple(b) for b in expected_input_blocks]}")
-        if mismatches:
-            raise ModelLoadError(f"{directory}: model does not match the featurizer: "
-                                 + "; ".join(mismatches))
-
+        check_match(directory, config, expected_encoder, expected_feature_version,
+                    expected_input_blocks)
         weights = directory / WEIGHTS_NAME
         if not weights.is_file():
             raise ModelLoadError(f"{weights}: missing")
         expected_digest = doc.get("weights_sha256")
-        if verify_checksum and expected_digest and _sha256(weights) != expected_digest:
+        if verify_checksum and expected_digest and sha256(weights) != expected_digest:
             raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
                                  f"not the one config.json was written with)")
         # Before anything is allocated: the shapes config.json implies (a model built on the
@@ -277,20 +244,8 @@ class GrownUpModel(nn.Module):
         except (TypeError, ValueError) as exc:
             raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
         expected = model.state_dict()
-        missing = sorted(set(expected) - set(tensors))
-        unexpected = sorted(set(tensors) - set(expected))
-        wrong = [f"{name} {tuple(tensors[name].shape)} != {tuple(t.shape)}"
-                 for name, t in expected.items()
-                 if name in tensors and tensors[name].shape != t.shape]
-        if missing or unexpected or wrong:
-            parts = []
-            if missing:
-                parts.append(f"missing tensors {_abbrev(missing)}")
-            if unexpected:
-                parts.append(f"unexpected tensors {_abbrev(unexpected)}")
-            if wrong:
-                parts.append(f"wrong shapes {_abbrev(wrong)}")
-            raise ModelLoadError(f"{weights}: does not match config.json: " + "; ".join(parts))
+        check_tensors(weights, {name: tuple(t.shape) for name, t in expected.items()},
+                      {name: tuple(t.shape) for name, t in tensors.items()})
         state = {name: (t.to(expected[name].dtype) if t.is_floating_point() else t)
                  for name, t in tensors.items()}
         model.load_state_dict(state, strict=True)
@@ -301,32 +256,14 @@ class GrownUpModel(nn.Module):
 def _check_shapes(cls, config: ModelConfig, weights: Path, directory: Path) -> None:
     """``ModelLoadError`` unless the tensors ``config`` implies are exactly those in the
     header of ``weights``, by name and shape; reads no tensor data, allocates no parameter."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(weights), framework="pt") as handle:
-            found = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
+    found = header_shapes(weights)
     try:
         with torch.device("meta"):
             skeleton = cls(config)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
-    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
-    missing = sorted(set(expected) - set(found))
-    unexpected = sorted(set(found) - set(expected))
-    wrong = [f"{name} {found[name]} != {shape}" for name, shape in expected.items()
-             if name in found and found[name] != shape]
-    if missing or unexpected or wrong:
-        parts = []
-        if missing:
-            parts.append(f"missing tensors {_abbrev(missing)}")
-        if unexpected:
-            parts.append(f"unexpected tensors {_abbrev(unexpected)}")
-        if wrong:
-            parts.append(f"wrong shapes {_abbrev(wrong)}")
-        raise ModelLoadError(f"{weights}: does not match config.json: " + "; ".join(parts))
+    check_tensors(weights, {name: tuple(t.shape) for name, t in skeleton.state_dict().items()},
+                  found)
 
 
 def input_rows(batch: Any, name: str, rows: Tensor | None = None) -> Tensor:
@@ -353,18 +290,6 @@ def input_block(batch: Any, name: str) -> tuple[Tensor, Tensor | None]:
     return table, index
 
 
-def _text_length_column() -> int:
-    """Column of ``log(1 + own text length) / 8`` in the structural block."""
-    from scrapy_grownup.page.dom import STRUCT_BLOCKS
-
-    offset = 0
-    for name, size in STRUCT_BLOCKS:
-        if name == "text_length":
-            return offset
-        offset += size
-    raise RuntimeError("the structural block has no text_length column")
-
-
 def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
     widths = dict(config.input_blocks)
     missing = {"x_text", "x_struct"} - set(widths)
@@ -379,7 +304,7 @@ def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
                              f"{config.genre_signals!r}; this package computes {SIGNAL_VERSION!r}")
         extra = SIGNAL_DIM
     return ContentPooledReadout(config.hidden_size, widths["x_text"], widths["x_struct"],
-                                _text_length_column(), config.genre_hidden,
+                                text_length_column(), config.genre_hidden,
                                 config.genre_dropout, extra_dim=extra)
 
 
@@ -416,19 +341,6 @@ def _temp_path(directory: Path, name: str) -> Path:
     os.close(fd)
     os.chmod(path, 0o644)  # mkstemp makes 0600; saved models are meant to be shared and shipped
     return Path(path)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _abbrev(items: list[str], limit: int = 5) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
 __all__ = ["GrownUpModel", "ModelOutput", "FORMAT_VERSION"]

@@ -51,3 +51,22 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+_CONTROLLER = None
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with numpy's BLAS on ``threads`` threads (the numpy runtime's
+    ``torch_threads``), then restore the previous count; ``None`` changes nothing."""
+    global _CONTROLLER
+    if threads is None:
+        yield
+        return
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    with _CONTROLLER.limit(limits=threads, user_api="blas"):
+        yield

@@ -1,0 +1,560 @@
+"""``NumpyModel``: the GROWN+UP forward pass for CPU serving, in numpy, without torch.
+
+It computes what ``GrownUpModel`` computes in eval mode (``tests/model/test_numpy_model.py``
+checks node scores, role and page-type outputs against it on real pages) for the configs
+``supports`` accepts: any number of prelim and graph layers, the LSTM across depth, a mean or
+max readout, the content head, the content-pooled page-type readout with its Li-ArcFace head and
+the context role head. Transformer blocks (``num_transformer_layers > 0``) stay on torch.
+
+Why numpy rather than a graph runtime: the model is small (a few hundred thousand parameters)
+and its graph step is a gather and a segment sum over a tree, which numpy does directly; the
+process starts without importing torch, and the weights are read with ``safetensors.numpy``.
+
+The typed gated convolution over a tree, with ``p(i)`` the parent of node ``i``::
+
+    h_i = sigma(B_0 x_i + C_0 x_p(i)) * (W_0 x_p(i) + b_0)                  (from the parent)
+        + sum_{c: p(c) = i} sigma(B_1 x_i + C_1 x_c) * (W_1 x_c + b_1)       (from the children)
+        + sigma((B_2 + C_2) x_i) * (W_2 x_i + b_2)                          (self loop)
+
+One matmul per layer gives all eight projections of every node; the parent term is a gather,
+the children's term one ``np.add.at`` segment sum.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scrapy_grownup.errors import ModelLoadError
+from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.files import (WEIGHTS_NAME, check_match, check_tensors, header_shapes,
+                                        read_model_config, sha256, text_length_column)
+
+LAYER_NORM_EPS = 1e-5
+BATCH_NORM_EPS = 1e-5
+TEXT_BLOCKS = ("x_text", "x_class", "x_id")
+
+
+def supports(config: ModelConfig) -> bool:
+    """Whether ``NumpyModel`` computes this config's forward pass (else: torch)."""
+    return (config.num_transformer_layers == 0 and not config.node_context
+            and not config.node_head_hidden
+            and config.readout in ("mean", "max")
+            and (not config.num_genres or config.genre_readout == "content_pooled")
+            and (not config.num_roles or config.role_features == "context"))
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Name and shape of every tensor a model of ``config`` (one ``supports`` accepts) has, as
+    ``GrownUpModel.state_dict()`` names them."""
+    k = config.hidden_size
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def block(prefix: str, a: int, b: int, kind: str) -> None:
+        if kind == "linear":
+            shapes.update({f"{prefix}.op.lin.weight": (b, a), f"{prefix}.op.lin.bias": (b,)})
+        else:
+            gates = b if config.shared_target_gate else 3 * b
+            shapes.update({f"{prefix}.op.lin_msg.weight": (3 * b, a),
+                           f"{prefix}.op.lin_msg.bias": (3 * b,),
+                           f"{prefix}.op.lin_gate_dst.weight": (gates, a),
+                           f"{prefix}.op.lin_gate_src.weight": (3 * b, a)})
+        for name in ("norm1.weight", "norm1.bias", "lin2.bias", "norm2.weight", "norm2.bias"):
+            shapes[f"{prefix}.{name}"] = (b,)
+        shapes[f"{prefix}.lin2.weight"] = (b, b)
+        if a != b:
+            shapes.update({f"{prefix}.residual.0.weight": (b, a),
+                           f"{prefix}.residual.0.bias": (b,),
+                           f"{prefix}.residual.1.weight": (b,),
+                           f"{prefix}.residual.1.bias": (b,)})
+
+    def batch_norm(prefix: str, width: int) -> None:
+        shapes.update({f"{prefix}.running_mean": (width,), f"{prefix}.running_var": (width,),
+                       f"{prefix}.num_batches_tracked": ()})
+
+    dims = [config.input_dim, *config.prelim_sizes]
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        block(f"backbone.prelim.{i}", a, b, "linear")
+    width = dims[-1]
+    for i in range(config.num_layers):
+        block(f"backbone.layers.{i}.0", width, k, "conv")
+        block(f"backbone.layers.{i}.1", k, k, "linear")
+        width = k
+    if config.use_lstm and config.num_layers:
+        shapes.update({"backbone.lstm.weight_ih": (4 * k, k), "backbone.lstm.weight_hh": (4 * k, k),
+                       "backbone.lstm.bias_ih": (4 * k,), "backbone.lstm.bias_hh": (4 * k,)})
+    shapes.update({"node_head.net.weight": (1, k), "node_head.net.bias": (1,)})
+    widths = dict(config.input_blocks)
+    if config.num_genres:
+        from scrapy_grownup.graph.signals import SIGNAL_DIM
+
+        pooled = 3 * k + 2 * widths["x_text"] + 2 * widths["x_struct"] + 4 \
+            + (SIGNAL_DIM if config.genre_signals else 0)
+        hidden = config.genre_hidden
+        batch_norm("genre_readout.norm", pooled)
+        shapes.update({"genre_readout.net.1.weight": (hidden, pooled),
+                       "genre_readout.net.1.bias": (hidden,),
+                       "genre_readout.net.2.weight": (hidden,),
+                       "genre_readout.net.2.bias": (hidden,),
+                       "genre_head.weight": (config.num_genres, hidden)})
+    if config.num_roles:
+        inputs = k + 1 + widths["x_text"] + 3 * widths["x_class"] + widths["x_struct"]
+        hidden = config.role_head_hidden
+        batch_norm("role_head.norm", inputs)
+        shapes.update({"role_head.net.1.weight": (hidden, inputs),
+                       "role_head.net.1.bias": (hidden,),
+                       "role_head.net.4.weight": (config.num_roles, hidden),
+                       "role_head.net.4.bias": (config.num_roles,)})
+    return shapes
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """Logistic function, in place on ``x`` (a temporary of the caller)."""
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x += 1.0
+    return np.reciprocal(x, out=x)
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    mean = x.mean(axis=1, keepdims=True)
+    centred = x - mean
+    var = np.mean(centred * centred, axis=1, keepdims=True)
+    centred /= np.sqrt(var + LAYER_NORM_EPS)
+    centred *= weight
+    centred += bias
+    return centred
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0, out=x)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class _Block:
+    """``GraphBlock`` of the backbone (``layers.GraphBlock``) in inference form."""
+
+    def __init__(self, w: dict[str, np.ndarray], prefix: str, kind: str, k: int):
+        self.kind, self.k = kind, k
+        get = lambda name: w[f"{prefix}.{name}"]  # noqa: E731
+        self.norm1 = (get("norm1.weight"), get("norm1.bias"))
+        self.lin2 = (get("lin2.weight").T.copy(), get("lin2.bias"))
+        self.norm2 = (get("norm2.weight"), get("norm2.bias"))
+        self.residual = None
+        if f"{prefix}.residual.0.weight" in w:
+            self.residual = (get("residual.0.weight"), get("residual.0.bias"),
+                             get("residual.1.weight"), get("residual.1.bias"))
+        if kind == "linear":
+            self.lin = (get("op.lin.weight"), get("op.lin.bias"))
+            return
+        msg, msg_b = get("op.lin_msg.weight"), get("op.lin_msg.bias")
+        src, dst = get("op.lin_gate_src.weight"), get("op.lin_gate_dst.weight")
+        rows = lambda m, t: m[t * k:(t + 1) * k]  # noqa: E731
+        dst_of = (lambda t: dst[:k]) if dst.shape[0] == k else (lambda t: rows(dst, t))
+        zeros = np.zeros(k, dtype=np.float32)
+
+        def fused(parts):
+            return (np.concatenate([w for w, _ in parts]).T.copy(),
+                    np.concatenate([b for _, b in parts]))
+
+        # read at a node's children: [B_0 | C_1 | W_1]; at its parent: [C_0 | W_0 | B_1];
+        # at itself: [(B_2 + C_2) | W_2]
+        self.at_child = fused([(dst_of(0), zeros), (rows(src, 1), zeros),
+                               (rows(msg, 1), rows(msg_b, 1))])
+        self.at_parent = fused([(rows(src, 0), zeros), (rows(msg, 0), rows(msg_b, 0)),
+                                (dst_of(1), zeros)])
+        self.at_self = fused([(rows(src, 2) + dst_of(2), zeros), (rows(msg, 2), rows(msg_b, 2))])
+
+    def finish(self, op_out: np.ndarray, residual: np.ndarray) -> np.ndarray:
+        h = _relu(_layer_norm(op_out, *self.norm1))
+        h = _layer_norm(h @ self.lin2[0] + self.lin2[1], *self.norm2)
+        h += residual
+        return _relu(h)
+
+    def residual_of(self, x: np.ndarray) -> np.ndarray:
+        if self.residual is None:
+            return x
+        w, b, nw, nb = self.residual
+        return _layer_norm(x @ w.T + b, nw, nb)
+
+    def __call__(self, x: np.ndarray, tree: "_Tree | None" = None) -> np.ndarray:
+        if self.kind == "linear":
+            return self.finish(x @ self.lin[0].T + self.lin[1], self.residual_of(x))
+        return self.finish(self.convolve(x, tree), self.residual_of(x))
+
+    def convolve(self, x: np.ndarray, tree: "_Tree") -> np.ndarray:
+        k = self.k
+        y = x @ self.at_self[0]
+        y += self.at_self[1]
+        out = _sigmoid(y[:, :k]) * y[:, k:]
+        if not len(tree.child):
+            return out
+        at_child = x[tree.child] @ self.at_child[0]
+        at_child += self.at_child[1]
+        at_parent = x[tree.internal] @ self.at_parent[0]
+        at_parent += self.at_parent[1]
+        at_parent = at_parent[tree.parent_row]  # per child: its parent's projections
+        # from the parent: each non-root node receives exactly one message
+        gate = at_child[:, :k] + at_parent[:, :k]
+        out[tree.child] += _sigmoid(gate) * at_parent[:, k:2 * k]
+        # from the children: each node sums the messages of its children
+        gate = at_parent[:, 2 * k:] + at_child[:, k:2 * k]
+        message = _sigmoid(gate) * at_child[:, 2 * k:]
+        out[tree.internal] += np.add.reduceat(message[tree.by_parent], tree.parent_starts,
+                                              axis=0)
+        return out
+
+
+class _Tree:
+    """The batch's forest: non-root nodes (``child``), the nodes with children
+    (``internal``, ascending) and each child's row among them, the children grouped by parent
+    for segment sums, and the pages' node ranges."""
+
+    def __init__(self, parent: np.ndarray, ptr: np.ndarray):
+        self.parent = parent
+        self.child = np.flatnonzero(parent >= 0)
+        self.parent_of_child = parent[self.child]
+        self.internal, self.parent_row = np.unique(self.parent_of_child, return_inverse=True)
+        self.by_parent = np.argsort(self.parent_row, kind="stable")
+        counts = np.bincount(self.parent_row, minlength=len(self.internal))
+        self.parent_starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.ptr = ptr
+        self.sizes = np.diff(ptr)
+        self.page = np.repeat(np.arange(len(self.sizes)), self.sizes)
+
+    def depth(self) -> np.ndarray:
+        depth = np.zeros(len(self.parent), dtype=np.int64)
+        child, up = self.child, self.parent_of_child
+        while True:  # one round per level
+            deeper = depth.copy()
+            deeper[child] = depth[up] + 1
+            if np.array_equal(deeper, depth):
+                return depth
+            depth = deeper
+
+
+def _range_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Sum of ``values[starts[j]:ends[j]]`` per range ``j`` (0 for an empty range): one
+    ``reduceat`` over the bounds ``s_0, e_0, s_1, e_1...``, keeping every other sum."""
+    out = np.zeros((len(starts),) + values.shape[1:], dtype=np.float32)
+    full = ends > starts
+    if full.any():
+        bounds = np.stack([starts[full], ends[full]], axis=1).reshape(-1)
+        if bounds[-1] == len(values):
+            bounds = bounds[:-1]
+        out[full] = np.add.reduceat(values, bounds, axis=0)[::2]
+    return out
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray, starts: np.ndarray,
+                   ends: np.ndarray) -> np.ndarray:
+    """Per range, the ``weights``-weighted mean of the rows of ``values``."""
+    total = _range_sums(values * weights[:, None], starts, ends)
+    norm = _range_sums(weights, starts, ends)
+    return total / np.maximum(norm, 1e-6)[:, None]
+
+
+class NumpyModel:
+    """A saved GROWN+UP model's inference in numpy: ``predict(arrays)`` on the arrays of
+    ``Featurizer.batch_arrays`` gives per page the content probability of every node, the role
+    probabilities, the page-type head's probabilities and its pooled inputs."""
+
+    runtime = "numpy"  # what ``ArticleExtractor`` tells the two runtimes apart by
+
+    def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray]):
+        if not supports(config):
+            raise ValueError("this model config needs torch (Transformer blocks, node context, "
+                             "or a head numpy does not run)")
+        self.config = config
+        k = config.hidden_size
+        w = {name: np.asarray(t, dtype=np.float32) for name, t in weights.items()
+             if np.issubdtype(t.dtype, np.floating)}
+        self.prelim = [_Block(w, f"backbone.prelim.{i}", "linear", k)
+                       for i in range(len(config.prelim_sizes))]
+        self.layers = [(_Block(w, f"backbone.layers.{i}.0", "conv", k),
+                        _Block(w, f"backbone.layers.{i}.1", "linear", k))
+                       for i in range(config.num_layers)]
+        self.lstm = None
+        if config.use_lstm and config.num_layers:
+            # the cell gate's rows doubled: one sigmoid over all gates gives sigmoid(2 g),
+            # and tanh(g) = 2 sigmoid(2 g) - 1 (numpy's tanh is several times slower)
+            scale = np.ones((4 * k, 1), dtype=np.float32)
+            scale[2 * k:3 * k] = 2.0
+            self.lstm = ((w["backbone.lstm.weight_ih"] * scale).T.copy(),
+                         (w["backbone.lstm.weight_hh"] * scale).T.copy(),
+                         (w["backbone.lstm.bias_ih"] + w["backbone.lstm.bias_hh"]) * scale[:, 0])
+        self.node_head = (w["node_head.net.weight"].T.copy(), w["node_head.net.bias"])
+        self.genre_head = self.genre_readout = None
+        if config.num_genres:
+            self.genre_readout = self._pooled_readout(w)
+            self.genre_head = w["genre_head.weight"]
+        self.role_head = self._role_head(w) if config.num_roles else None
+
+    # -- loading ----------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike,
+                        expected_encoder: str | None = None,
+                        expected_feature_version: str | None = None,
+                        expected_input_blocks: list[tuple[str, int]] | None = None,
+                        verify_checksum: bool = True) -> "NumpyModel":
+        """Load a directory written by ``GrownUpModel.save_pretrained``, with the checks of
+        ``GrownUpModel.from_pretrained`` (config, featurizer match, checksum, tensors)."""
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        directory = Path(directory)
+        config, doc = read_model_config(directory)
+        check_match(directory, config, expected_encoder, expected_feature_version,
+                    expected_input_blocks)
+        weights = directory / WEIGHTS_NAME
+        if not weights.is_file():
+            raise ModelLoadError(f"{weights}: missing")
+        digest = doc.get("weights_sha256")
+        if verify_checksum and digest and sha256(weights) != digest:
+            raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
+                                 f"not the one config.json was written with)")
+        if not supports(config):
+            raise ModelLoadError(f"{directory}: the numpy runtime does not run this model "
+                                 "(Transformer blocks or node context): load it with torch")
+        # before any tensor is read: the shapes the config implies are those of the header
+        check_tensors(weights, expected_shapes(config), header_shapes(weights))
+        try:
+            tensors = load_file(str(weights))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
+        return cls(config, tensors)
+
+    @property
+    def genre_names(self) -> list[str]:
+        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+
+    @property
+    def role_names(self) -> list[str]:
+        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
+
+    def _pooled_readout(self, w: dict[str, np.ndarray]) -> dict[str, Any]:
+        var = w["genre_readout.norm.running_var"]
+        return {"mean": w["genre_readout.norm.running_mean"],
+                "scale": 1.0 / np.sqrt(var + BATCH_NORM_EPS),
+                "lin": (w["genre_readout.net.1.weight"].T.copy(), w["genre_readout.net.1.bias"]),
+                "norm": (w["genre_readout.net.2.weight"], w["genre_readout.net.2.bias"]),
+                "length_column": text_length_column()}
+
+    def _role_head(self, w: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The context role head with its batch norm folded into the first layer, split by
+        input part (``heads.ContextRoleHead.infer``)."""
+        widths = dict(self.config.input_blocks)
+        parts = (self.config.hidden_size, 1, widths["x_text"], widths["x_class"],
+                 widths["x_id"], widths["x_struct"], widths["x_class"])
+        scale = 1.0 / np.sqrt(w["role_head.norm.running_var"] + BATCH_NORM_EPS)
+        weight = w["role_head.net.1.weight"] * scale
+        bias = w["role_head.net.1.bias"] - weight @ w["role_head.norm.running_mean"]
+        split = np.split(weight, np.cumsum(parts)[:-1], axis=1)
+        return {"bias": bias, "parts": [s.T.copy() for s in split],
+                "last": (w["role_head.net.4.weight"].T.copy(), w["role_head.net.4.bias"])}
+
+    # -- forward ----------------------------------------------------------------------------------
+    def predict(self, arrays: dict[str, np.ndarray]) -> list[dict]:
+        """Per page of the batch: ``content`` [n], ``roles`` [n, R] or None, ``genre`` [G] or
+        None, ``genre_inputs`` [D] or None (as ``extractor.node_probabilities``)."""
+        tree = _Tree(arrays["parent"], arrays["ptr"])
+        nodes = self.backbone(arrays, tree)
+        logits = (nodes @ self.node_head[0])[:, 0] + self.node_head[1][0]
+        content = _sigmoid(logits.astype(np.float32))
+        roles = self.roles(arrays, nodes, content, tree) if self.role_head is not None else None
+        genre = inputs = None
+        if self.genre_readout is not None:
+            inputs = self.genre_inputs(arrays, nodes, content, tree)
+            genre = self.genre(inputs)
+        ptr = tree.ptr.tolist()
+        return [{"content": content[a:b],
+                 "roles": roles[a:b] if roles is not None else None,
+                 "genre": genre[j] if genre is not None else None,
+                 "genre_inputs": inputs[j] if inputs is not None else None}
+                for j, (a, b) in enumerate(zip(ptr[:-1], ptr[1:]))]
+
+    def backbone(self, arrays: dict[str, np.ndarray], tree: _Tree) -> np.ndarray:
+        """``[N, K]`` node features (the readout over pages is the heads' business here)."""
+        prelim = list(self.prelim)
+        if prelim and prelim[0].residual is not None:
+            x = self._first_block(prelim.pop(0), arrays)
+        else:
+            x = self._dense_inputs(arrays)
+        for block in prelim:
+            x = block(x)
+        state = None
+        for conv, linear in self.layers:
+            x = linear(conv(x, tree))
+            if self.lstm is not None:
+                state = self._lstm_step(x, state)
+                x = state[0]
+        return x
+
+    def _block(self, arrays: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, Any]:
+        """``(table, index)`` of a text block (index None: a dense block)."""
+        if name + "_table" in arrays:
+            return arrays[name + "_table"], arrays[name + "_index"]
+        if name not in arrays:
+            raise ValueError(f"input block {name!r} is missing from the batch; the model "
+                             f"expects blocks {self.config.input_blocks}")
+        return arrays[name], None
+
+    def _dense_inputs(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        parts = []
+        for name, _ in self.config.input_blocks:
+            table, index = self._block(arrays, name)
+            parts.append(table if index is None else table[index])
+        return np.concatenate([p.astype(np.float32, copy=False) for p in parts], axis=1)
+
+    def _first_block(self, block: _Block, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        """The first prelim block, projecting each distinct string once and gathering."""
+        out = block.lin[0].shape[0]
+        weight = np.concatenate([block.lin[0], block.residual[0]])
+        bias = np.concatenate([block.lin[1], block.residual[1]])
+        n = len(arrays["parent"])
+        y = np.broadcast_to(bias, (n, len(bias))).copy()
+        start = 0
+        for name, size in self.config.input_blocks:
+            table, index = self._block(arrays, name)
+            if table.shape[1] != size or (index is not None and index.shape != (n,)) \
+                    or (index is None and table.shape[0] != n):
+                raise ValueError(f"input block {name!r} has shape {table.shape}, the model "
+                                 f"expects width {size} for {n} nodes")
+            w = weight[:, start:start + size].T
+            start += size
+            projected = table.astype(np.float32, copy=False) @ w
+            y += projected if index is None else projected[index]
+        residual = _layer_norm(y[:, out:], block.residual[2], block.residual[3])
+        return block.finish(y[:, :out].copy(), residual)
+
+    def _lstm_step(self, x: np.ndarray, state):
+        """One ``LSTMCell`` step (``state`` None: zeros, whose recurrent matmul is skipped)."""
+        w_ih, w_hh, bias = self.lstm
+        k = self.config.hidden_size
+        gates = x @ w_ih
+        gates += bias
+        if state is not None:
+            gates += state[0] @ w_hh
+        gates = _sigmoid(gates)
+        i, f, g, o = (gates[:, a * k:(a + 1) * k] for a in range(4))
+        g = g * 2.0
+        g -= 1.0
+        c = i * g
+        if state is not None:
+            c += f * state[1]
+        h = _sigmoid(c * 2.0)
+        h *= 2.0
+        h -= 1.0
+        h *= o
+        return h, c
+
+    # -- heads ------------------------------------------------------------------------------------
+    def genre_inputs(self, arrays: dict[str, np.ndarray], nodes: np.ndarray,
+                     content: np.ndarray, tree: _Tree) -> np.ndarray:
+        """``[B, D]`` content-pooled page features (``heads.ContentPooledReadout.pool``), then
+        the page signals."""
+        readout = self.genre_readout
+        starts, ends = tree.ptr[:-1], tree.ptr[1:]
+        struct = arrays["x_struct"].astype(np.float32, copy=False)
+        ones = np.ones_like(content)
+        length = struct[:, readout["length_column"]] * 8.0
+        has_text = np.flatnonzero(length > 0)
+        table, index = self._block(arrays, "x_text")
+        text_rows = (table[index[has_text]] if index is not None
+                     else table[has_text]).astype(np.float32, copy=False)
+        # the pages' ranges among the rows with text (``has_text`` is ascending)
+        text_starts, text_ends = np.searchsorted(has_text, starts), np.searchsorted(has_text, ends)
+        is_content = (content > 0.5).astype(np.float32)
+        count = np.maximum(tree.sizes, 1).astype(np.float32)
+        scalars = np.stack([
+            np.log(count),
+            _weighted_mean(content[:, None], ones, starts, ends)[:, 0],
+            _weighted_mean(is_content[:, None], ones, starts, ends)[:, 0],
+            np.log1p(_range_sums(np.expm1(length) * is_content, starts, ends)),
+        ], axis=1)
+        text_content = length[has_text] * content[has_text]
+        pooled = [
+            _weighted_mean(nodes, ones, starts, ends),
+            _weighted_mean(nodes, content, starts, ends),
+            np.maximum.reduceat(nodes, starts, axis=0),
+            _weighted_mean(text_rows, text_content, text_starts, text_ends),
+            _weighted_mean(text_rows, length[has_text] - text_content, text_starts, text_ends),
+            _weighted_mean(struct, ones, starts, ends),
+            _weighted_mean(struct, content, starts, ends),
+            scalars,
+        ]
+        num_pages = len(starts)
+        if self.config.genre_signals:
+            pooled.append(self._signals(arrays, num_pages))
+        return np.concatenate(pooled, axis=1).astype(np.float32)
+
+    def _signals(self, arrays: dict[str, np.ndarray], num_pages: int) -> np.ndarray:
+        signals = arrays.get("x_signals")
+        if signals is None:
+            raise ValueError("this page-type head reads page signals: the batch needs "
+                             "x_signals (Featurizer.batch_arrays with signals=True)")
+        if len(signals) != num_pages:
+            raise ValueError(f"x_signals has {len(signals)} rows for {num_pages} pages")
+        return signals.astype(np.float32, copy=False)
+
+    def genre(self, inputs: np.ndarray) -> np.ndarray:
+        """``[B, G]`` page-type probabilities: softmax of the Li-ArcFace logits."""
+        readout = self.genre_readout
+        x = (inputs - readout["mean"]) * readout["scale"]
+        x = _relu(_layer_norm(x @ readout["lin"][0] + readout["lin"][1], *readout["norm"]))
+        f = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        w = self.genre_head
+        w = w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
+        cos = np.clip(f @ w.T, -1.0 + 1e-6, 1.0 - 1e-6)
+        logits = self.config.arcface_scale * (math.pi - 2.0 * np.arccos(cos)) / math.pi
+        return _softmax(logits.astype(np.float32))
+
+    def roles(self, arrays: dict[str, np.ndarray], nodes: np.ndarray, content: np.ndarray,
+              tree: _Tree) -> np.ndarray:
+        """``[N, R]`` block-role probabilities (``heads.ContextRoleHead.infer``)."""
+        head = self.role_head
+        w_nodes, w_content, w_text, w_class, w_id, w_struct, w_anc = head["parts"]
+
+        def project(name: str, w: np.ndarray) -> np.ndarray:
+            table, index = self._block(arrays, name)
+            out = table.astype(np.float32, copy=False) @ w
+            return out if index is None else out[index]
+
+        hidden = nodes @ w_nodes
+        hidden += head["bias"]
+        hidden += content[:, None] * w_content[0]
+        hidden += project("x_text", w_text) + project("x_class", w_class) \
+            + project("x_id", w_id)
+        hidden += arrays["x_struct"].astype(np.float32, copy=False) @ w_struct
+        attrs = project("x_class", w_anc) + project("x_id", w_anc)
+        hidden += self._ancestor_sum(attrs, tree)
+        logits = _relu(hidden) @ head["last"][0] + head["last"][1]
+        return _softmax(logits)
+
+    @staticmethod
+    def _ancestor_sum(values: np.ndarray, tree: _Tree, decay: float = 0.7) -> np.ndarray:
+        """``a(v) = values(parent(v)) + decay * a(parent(v))`` (0 at roots), level by level."""
+        out = np.zeros_like(values)
+        if not len(tree.child):
+            return out
+        depth = tree.depth()
+        order = np.argsort(depth, kind="stable")
+        counts = np.bincount(depth).tolist()
+        start = counts[0]
+        for count in counts[1:]:
+            rows = order[start:start + count]
+            up = tree.parent[rows]
+            out[rows] = values[up] + decay * out[up]
+            start += count
+        return out
+
+
+__all__ = ["NumpyModel", "supports"]
