@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How well the site-cv fold models fit their own training pages: is capacity the limit?
 
-For each fold model of ``grownup evaluate --protocol site-cv`` (``--cv-dir``, OUT/site-cv), the
+For each fold model of ``grownup lab evaluate --protocol site-cv`` (``--cv-dir``, OUT/site-cv), the
 content model alone (fixed threshold, whole blocks, the page-level decisions; no rescorer)
 extracts a random sample of the modern pages it trained on (in-sample) and of the fold's test
 pages (its sites never trained on), and both are scored with the bag-of-words F1 the
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     for plan in plans:
         if not (Path(args.cv_dir) / plan.name / "model" / "config.json").is_file():
             raise SystemExit(f"no model at {Path(args.cv_dir) / plan.name / 'model'}: train it "
-                             "with grownup evaluate --protocol site-cv first")
+                             "with grownup lab evaluate --protocol site-cv first")
         rng = random.Random(args.seed)
         trained = [r for r in eval_records if record_key(r) in plan.train_keys]
         sides = {"in_sample": rng.sample(trained, min(args.pages, len(trained))),

@@ -1,4 +1,4 @@
-"""Time of one training epoch of `fast`'s recipe (the model `grownup evaluate --protocol
+"""Time of one training epoch of `fast`'s recipe (the model `grownup lab evaluate --protocol
 site-cv` trains: S=4, no Transformer, mean readout, layout features, static encoder) on the
 same Dragnet training pages, with the forward pass in float32 (the recipe) and autocast to
 bfloat16 (`--precision bf16`), on one core. The rounds alternate between the two, each from

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy_grownup.errors import GrownupError, NotHTMLError, EmptyPageError, ModelLoadError
+from scrapy_grownup.errors import (ArticleError, DeviceError, EmptyPageError, GrownupError,
+                                   ModelError, ModelLoadError, NotHTMLError, OptionError,
+                                   ParseError, SettingsError)
 from scrapy_grownup.page.limits import PageLimits
 
 __version__ = "0.1.0"
@@ -26,7 +28,13 @@ __all__ = [
     "GrownupError",
     "NotHTMLError",
     "EmptyPageError",
+    "ParseError",
+    "ModelError",
+    "ArticleError",
     "ModelLoadError",
+    "OptionError",
+    "DeviceError",
+    "SettingsError",
     "__version__",
 ]
 

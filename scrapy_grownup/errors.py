@@ -33,6 +33,15 @@ class SettingsError(GrownupError, ValueError):
     setting, its value and the values allowed."""
 
 
+class OptionError(GrownupError, ValueError):
+    """An argument of ``ArticleExtractor`` holds a value it cannot take; the message (one line)
+    names the argument, its value and what it may be."""
+
+
+class DeviceError(GrownupError):
+    """The device asked for (``cuda``, ``cuda:1``, ``mps``...) is not there on this machine."""
+
+
 class ModelError(GrownupError):
     """The model failed on this page (the message names the original error)."""
 

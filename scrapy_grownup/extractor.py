@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -49,6 +50,58 @@ def model_document(directory: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def check_options(**options) -> None:
+    """``OptionError`` (a ``GrownupError`` and ``ValueError``) or ``TypeError`` naming the first
+    ``from_pretrained`` argument that holds a value it cannot take."""
+    from scrapy_grownup.errors import OptionError
+
+    def bad(name: str, expected: str, type_error: bool = False):
+        value = options[name]
+        kind = TypeError if type_error else OptionError
+        return kind(f"{name} must be {expected}, not {value!r}")
+
+    name = options["name_or_path"]
+    if not isinstance(name, (str, Path)) or not str(name).strip():
+        raise bad("name_or_path", "a shipped model's name or a model directory",
+                  not isinstance(name, (str, Path)))
+    device = options["device"]
+    if device is not None and not isinstance(device, str):
+        device = str(device) if type(device).__name__ == "device" else device  # torch.device
+        if not isinstance(device, str):
+            raise bad("device", "a device name such as 'cpu' or 'cuda'", True)
+    threshold = options["threshold"]
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise bad("threshold", "a number between 0 and 1", True)
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise bad("threshold", "a number between 0 and 1")
+    for flag in ("refine", "adaptive", "rescore"):
+        if options[flag] is not None and not isinstance(options[flag], bool):
+            raise bad(flag, "True, False or None", True)
+    if options["limits"] is not None and not isinstance(options["limits"], PageLimits):
+        raise bad("limits", "a PageLimits", True)
+    if options["output_format"] not in OUTPUT_FORMATS:
+        raise bad("output_format", f"one of {', '.join(OUTPUT_FORMATS)}")
+    threads = options["threads"]
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise bad("threads", "a whole number >= 1 or None", True)
+    if threads is not None and threads < 1:
+        raise bad("threads", "a whole number >= 1 or None")
+    if options["runtime"] not in RUNTIMES:
+        raise bad("runtime", f"one of {', '.join(RUNTIMES)}")
+
+
+def check_page_arguments(html, url, content_type) -> None:
+    """``TypeError`` naming the argument of ``extract`` that is not of a type it takes."""
+    if not isinstance(html, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"html must be bytes or str, not {type(html).__name__}")
+    if url is not None and not isinstance(url, str):
+        raise TypeError(f"url must be a str or None, not {type(url).__name__}")
+    if content_type is not None and not isinstance(content_type, (str, bytes)):
+        raise TypeError(f"content_type must be a str, bytes or None, not "
+                        f"{type(content_type).__name__}")
 
 
 def choose_runtime(runtime: str, config, device: str | None) -> str:
@@ -204,8 +257,12 @@ class ArticleExtractor:
         from scrapy_grownup.graph.featurizer import FEATURE_VERSION, Featurizer
         from scrapy_grownup.model.files import read_model_config
 
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {RUNTIMES}, not {runtime!r}")
+        check_options(name_or_path=name_or_path, device=device, threshold=threshold,
+                      refine=refine, limits=limits, output_format=output_format,
+                      threads=threads, adaptive=adaptive, rescore=rescore, runtime=runtime)
+        from scrapy_grownup.model.cuda import check_device
+
+        check_device(device)
         if name_or_path == "auto":
             name_or_path = auto_model(device)
         directory = resolve_model_dir(name_or_path)
@@ -221,9 +278,10 @@ class ArticleExtractor:
             from scrapy_grownup.model.numpy_model import NumpyModel as model_class
         else:
             from scrapy_grownup.model import GrownUpModel as model_class
+        numpy_options = {"threads": threads} if runtime == "numpy" else {}
         model = model_class.from_pretrained(
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
-            expected_input_blocks=featurizer.blocks)
+            expected_input_blocks=featurizer.blocks, **numpy_options)
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
         rescorer = load_rescorer(directory, rescore)
@@ -248,6 +306,7 @@ class ArticleExtractor:
         """The article of one page; raises ``GrownupError`` (and no other type) for a page
         that gives none: ``NotHTMLError``, ``EmptyPageError``, ``ParseError``, ``ModelError``,
         ``ArticleError``."""
+        check_page_arguments(html, url, content_type)
         page = parse_page(html, url=url, content_type=content_type, limits=self.featurizer.limits)
         return self.articles([page])[0]
 
@@ -269,6 +328,7 @@ class ArticleExtractor:
             if isinstance(item, (str, bytes, bytearray, memoryview)):
                 item = (item,)  # one page's HTML, not a tuple of its characters
             html, url, content_type = (tuple(item) + (None, None))[:3]
+            check_page_arguments(html, url, content_type)
             urls.append(url)
             try:
                 pages.append(parse_page(html, url=url, content_type=content_type,
@@ -299,18 +359,20 @@ class ArticleExtractor:
                 raise result
         return results  # type: ignore[return-value]
 
-    def article_results(self, pages: Sequence[PageStructure], build_markdown: bool = False
-                        ) -> list[Article | GrownupError]:
+    def article_results(self, pages: Sequence[PageStructure], build_markdown: bool = False,
+                        page_guard: Callable | None = None) -> list[Article | GrownupError]:
         """Per page, its ``Article`` or the ``GrownupError`` its article failed with: the
         model runs on all pages at once (its own failure propagates; ``run_split_on_oom``
         isolates it), then each page's metadata, text and, with ``build_markdown`` (the
         article is about to be pickled), Markdown are built on their own, an unexpected failure
-        becoming that page's ``ArticleError``."""
+        becoming that page's ``ArticleError``. ``page_guard(page)``, when given, is a context
+        manager around each page's own part (the crawl's time budget: ``model_process``)."""
         outputs = self.predict(pages)
         results: list[Article | GrownupError] = []
         for page, o in zip(pages, outputs):
             try:
-                with own_error(ArticleError):
+                with own_error(ArticleError), \
+                        (page_guard(page) if page_guard is not None else nullcontext()):
                     article = self.article(page, o["content"], outputs=o)
                     if build_markdown:
                         article.markdown  # noqa: B018 - built now, so its failure is this page's

@@ -253,7 +253,7 @@ def test_a_model_without_a_rescorer_loads_plain_and_refuses_rescore_true(tmp_pat
 
 
 def test_fit_rescorer_without_a_feature_group_never_splits_on_it():
-    """``grownup fit-rescorer --without cues``: the ablation's trees cannot read the group."""
+    """``grownup lab fit-rescorer --without cues``: the ablation's trees cannot read the group."""
     from types import SimpleNamespace
 
     from scrapy_grownup.training.rescorer import ablated_columns, add_arguments, fit
@@ -312,7 +312,7 @@ def test_fit_rescorer_max_features_lets_each_split_choose_from_a_share_of_the_co
     assert ((subsampled.predict(X) > 0.5) == (labels > 0.5)).mean() > 0.9
     for bad in ("0", "1.5", "half"):
         with pytest.raises(SystemExit) as exit_info:
-            main(["fit-rescorer", "--cv-dir", "unused", "--max-features", bad])
+            main(["lab", "fit-rescorer", "--cv-dir", "unused", "--max-features", bad])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.endswith(f"argument --max-features: must be a number above 0 and at most 1, "
@@ -372,7 +372,7 @@ def test_a_rescorer_of_older_block_features_is_refused_with_one_line_saying_to_r
         ArticleExtractor.from_pretrained(model)
     message = str(info.value)
     assert "\n" not in message and message.count(str(model / "block_rescorer.npz")) == 1
-    assert "version '2/1'" in message and "refit it with grownup fit-rescorer" in message
+    assert "version '2/1'" in message and "refit it with grownup lab fit-rescorer" in message
     # without the rescorer the model still loads
     assert ArticleExtractor.from_pretrained(model, rescore=False) is not None
     # same version, other columns (a development build's file): the line says where
@@ -389,4 +389,56 @@ def test_a_rescorer_of_older_block_features_is_refused_with_one_line_saying_to_r
         message = str(info.value)
         assert "\n" not in message and where in message, message
         assert f"fitted on {len(names)} block features" in message
-        assert "refit it with grownup fit-rescorer" in message
+        assert "refit it with grownup lab fit-rescorer" in message
+
+
+# -- fit-rescorer's score cache (issue 55) -------------------------------------------------------
+class _RunsCodeWhenUnpickled:
+    """What a pickle cache could hold: unpickling it calls ``Path.touch(marker)``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_fit_rescorer_caches_scores_as_arrays_it_reads_without_pickle(tmp_path, monkeypatch):
+    """The fold scores were cached with ``pickle``, which runs whatever code a cache file
+    names: now an ``.npz`` of arrays, read with ``allow_pickle=False``, reused on the next run,
+    and a file holding anything else is ignored (the pages are scored again) and runs nothing."""
+    import pickle
+    from pathlib import Path
+
+    from scrapy_grownup.data import datasets as D
+    from scrapy_grownup.extractor import ArticleExtractor
+    from scrapy_grownup.training.crosssite import FoldPlan, record_key
+    from scrapy_grownup.training.rescorer import load_score_cache, scored_pages
+
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("article_*.html"))[:2]]
+    plan = FoldPlan("fold9", records, set())
+    cache = tmp_path / "scores"
+    first = scored_pages(plan, MODELS_DIR / "fast", cache, 0.4, "cpu")
+    files = sorted(cache.iterdir())
+    assert [f.suffix for f in files] == [".npz"], files
+    with np.load(files[0], allow_pickle=False) as data:  # arrays only
+        assert sorted(data["keys"].tolist()) == sorted(record_key(r) for r in records)
+    cached = load_score_cache(files[0])
+    for page in first:
+        np.testing.assert_array_equal(cached[record_key(page.record)], page.probs)
+
+    def no_scoring(self, pages):
+        raise AssertionError("the cached scores were not used")
+
+    monkeypatch.setattr(ArticleExtractor, "score", no_scoring)
+    again = scored_pages(plan, MODELS_DIR / "fast", cache, 0.4, "cpu")
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a.probs, b.probs)
+
+    marker = tmp_path / "code-ran"
+    files[0].write_bytes(pickle.dumps({"x": _RunsCodeWhenUnpickled(marker)}))
+    assert load_score_cache(files[0]) == {} and not marker.exists()

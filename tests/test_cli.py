@@ -22,7 +22,7 @@ SENTENCE = "The council voted 7-2 on Tuesday to add protected bike lanes on thre
 TITLE = "City council approves new bike lanes & parking rules"
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << /Type /Catalog >> endobj\n"
 # Someone else's sub-command, changing while this is written: its options are theirs to explain.
-NOT_CHECKED = {"evaluate"}
+NOT_CHECKED = {"lab evaluate"}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -69,6 +69,7 @@ def test_every_option_has_plain_help_text(capsys):
     parser = build_parser()
     commands = _subparsers(parser)
     assert {"extract", "inspect", "train", "warc", "pretrain"} <= set(commands)
+    commands.update({f"lab {name}": sub for name, sub in _subparsers(commands["lab"]).items()})
     problems = []
     for name, sub in [("grownup", parser)] + sorted(commands.items()):
         if name in NOT_CHECKED:
@@ -89,9 +90,31 @@ def test_every_option_has_plain_help_text(capsys):
     assert not problems, "\n".join(problems)
 
 
+def test_the_help_shows_the_user_commands_and_one_entry_for_the_lab(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = _subparsers(build_parser(command="extract"))
+    assert list(listed) == ["extract", "train", "inspect", "warc", "pretrain", "lab"]
+    assert "fit-rescorer" not in capsys.readouterr().out
+    lab = _subparsers(_subparsers(build_parser())["lab"])
+    assert {"evaluate", "fit-rescorer", "page-type-cv", "export", "export-onnx"} <= set(lab)
+
+
+def test_extract_imports_no_training_module():
+    script = ("import sys\n"
+              "from scrapy_grownup.cli.main import build_parser\n"
+              "build_parser(command='extract').parse_args(['extract', 'x.html'])\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('scrapy_grownup.training',\n"
+              "      'scrapy_grownup.pretraining', 'scrapy_grownup.data', 'torch'))))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_distill_static_passes_its_options_on(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["distill-static", "--", "--help"])
+        main(["lab", "distill-static", "--", "--help"])
     assert exit_info.value.code == 0
     assert "--pca-dims" in capsys.readouterr().out
 
@@ -150,9 +173,10 @@ def test_extract_threshold_knob(pages, tmp_path, capsys):
 def test_a_threshold_outside_0_and_1_is_one_line_before_any_work(tmp_path, capsys):
     """``export --threshold`` and ``fit-rescorer --max-features`` refuse a value outside their
     range as argparse does, one line naming the option, before a model is read."""
-    for argv, option in ((["export", str(tmp_path / "no-model"), "--out", str(tmp_path / "o"),
+    for argv, option in ((["lab", "export", str(tmp_path / "no-model"), "--out", str(tmp_path / "o"),
                            "--threshold", "1.5"], "--threshold"),
-                         (["fit-rescorer", "--cv-dir", str(tmp_path), "--max-features", "0"],
+                         (["lab", "fit-rescorer", "--cv-dir", str(tmp_path), "--max-features",
+                           "0"],
                           "--max-features")):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
@@ -373,7 +397,7 @@ def test_user_errors_of_the_corpus_and_training_commands_are_one_line(tmp_path, 
     missing = tmp_path / "no-folds"
     assert rescorer.main(["--cv-dir", str(missing)]) == 2
     assert capsys.readouterr().err.strip() == \
-        f"grownup fit-rescorer: error: --cv-dir {missing}: no such directory"
+        f"grownup lab fit-rescorer: error: --cv-dir {missing}: no such directory"
 
 
 def test_jobs_auto_asks_for_a_gpu_without_importing_torch(tmp_path):

@@ -1,4 +1,4 @@
-"""grownup dataset-warc: a pre-training corpus never holds a page of a site the measurement
+"""grownup lab dataset-warc: a pre-training corpus never holds a page of a site the measurement
 tests on (by site group and by host), on hand-made records and on the real datasets."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_pages_of_a_test_site_group_or_host_never_go_in():
 
 
 def test_a_test_host_whose_group_differs_still_goes(monkeypatch):
-    # site groups join by registrable domain; the host check is what grownup evaluate --init
+    # site groups join by registrable domain; the host check is what grownup lab evaluate --init
     # compares, so a page on a test host goes even if grouping ever kept them apart
     from scrapy_grownup.training import dataset_warc
 
@@ -93,7 +93,7 @@ def test_the_corpus_without_fundus_holds_none_of_its_sites(tmp_path):
 
 
 def test_a_misspelt_held_out_set_is_refused_before_anything_trains(capsys):
-    """``grownup evaluate --protocol leave-out --hold fundsu`` would otherwise train a model on
+    """``grownup lab evaluate --protocol leave-out --hold fundsu`` would otherwise train a model on
     every page and test it on none."""
     from scrapy_grownup.cli.main import main
     from scrapy_grownup.training.crosssite import held_out_datasets
@@ -104,7 +104,7 @@ def test_a_misspelt_held_out_set_is_refused_before_anything_trains(capsys):
         held_out_datasets("fundsu", EVAL_DATASETS)
     with pytest.raises(GrownupError, match="no dataset"):
         held_out_datasets(",", EVAL_DATASETS)
-    assert main(["evaluate", "--protocol", "leave-out", "--hold", "fundsu",
+    assert main(["lab", "evaluate", "--protocol", "leave-out", "--hold", "fundsu",
                  "--out", "unused"]) == 2
     err = capsys.readouterr().err
     assert "fundsu not among the evaluated sets" in err and "Traceback" not in err

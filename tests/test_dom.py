@@ -183,6 +183,34 @@ def test_caps_truncate_and_flag():
     assert not page("<html><body><p>x</p></body></html>").truncated
 
 
+def test_what_is_read_of_one_value_is_capped_and_flagged():
+    """A 4 MB ``class`` spent seconds in ``attribute_words`` (issue 55): every value read is cut
+    at ``max_attribute_chars`` (a URL over it is left out) and a JSON-LD block over
+    ``max_script_chars`` is not read; ``truncated`` says "attribute" / "script"."""
+    limits = PageLimits(max_attribute_chars=100, max_script_chars=1000)
+    ld = '{"@type": "NewsArticle", "headline": "%s"}'
+    html = (f'<html lang="{"l" * 300}"><head><title>{"t " * 300}</title>'
+            f'<meta name="author" content="{"a " * 300}">'
+            f'<script type="application/ld+json">{ld % ("h" * 2000)}</script>'
+            f'<script type="application/ld+json">{ld % "Short"}</script></head><body>'
+            f'<div class="{"c " * 300}" id="{"i" * 300}" style="{"color:red;" * 30}">x</div>'
+            f'<p><a href="http://a.test/{"u" * 300}">long</a> <a href="/ok">ok</a></p>'
+            f'<span itemprop="author" content="{"n " * 300}">y</span></body></html>')
+    p = page(html, limits=limits)
+    assert p.truncated == ["attribute", "script"]
+    assert p.json_ld == [ld % "Short"]  # the long block is left out, not cut
+    assert len(p.meta["author"]) <= 100 and len(p.lang) == 100 and len(p.title) <= 100
+    div = p.tags.index("div")
+    assert p.class_words[div] == " ".join(["c"] * 50) and p.id_words[div] == "i" * 100
+    hrefs = [v.get("href") for v in p.attrs.values() if "href" in v]
+    assert hrefs == ["/ok"]  # a cut URL would point elsewhere: left out
+    span = p.tags.index("span")
+    assert len(p.attrs[span]["content"]) == 100
+    # the defaults are far above real values: a page of ordinary ones is never flagged
+    assert PageLimits().max_attribute_chars >= 20_000 and PageLimits().max_script_chars >= 10**6
+    assert not page(html).truncated
+
+
 def test_declared_utf16_without_bom_and_plain_str_bodies():
     from scrapy_grownup.errors import NotHTMLError
 

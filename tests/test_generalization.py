@@ -935,7 +935,7 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
 
     out = tmp_path / "cv"
-    argv = ["evaluate", "--protocol", "site-cv", "--eval-datasets", "magic_html_forum",
+    argv = ["lab", "evaluate", "--protocol", "site-cv", "--eval-datasets", "magic_html_forum",
             "--train-datasets", "", "--folds", "2", "--epochs", "1", "--limit", "40",
             "--average-last", "1", "--jobs", "2", "--out", str(out),
             "--json", str(tmp_path / "rows.jsonl")]
@@ -980,7 +980,7 @@ def test_site_cv_protocol_end_to_end(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monkeypatch, capsys):
-    """``grownup evaluate --jobs N``: each process trains exactly the model the serial run
+    """``grownup lab evaluate --jobs N``: each process trains exactly the model the serial run
     trains (same pages, seed and recipe), and saved models are not trained again."""
     if not _available("magic_html_forum"):
         pytest.skip("dataset magic_html_forum not available")
@@ -1016,7 +1016,7 @@ def test_plans_trained_in_parallel_match_plans_trained_one_by_one(tmp_path, monk
                 for n in parallel["fold0"])
     assert same < 1e-4 and other > 50 * same
     assert crosssite.train_in_parallel(plans, records, "static", cfg, out, jobs=2) == []
-    assert main(["evaluate", "--protocol", "site-cv", "--jobs", "0"]) == 2
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--jobs", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--jobs 0: at least 1")
 
 
@@ -1083,7 +1083,7 @@ def test_node_weights_follow_each_nodes_characters_and_page():
 
 
 def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeypatch, capsys):
-    """``grownup evaluate --type-balance``: the same pages and seed, rare page types weigh
+    """``grownup lab evaluate --type-balance``: the same pages and seed, rare page types weigh
     more, so the weights differ; training without the pages' types is refused."""
     if not _available("wcxb_dev"):
         pytest.skip("dataset wcxb_dev not available")
@@ -1116,11 +1116,11 @@ def test_type_balance_trains_another_model_from_the_same_pages(tmp_path, monkeyp
     c = load_file(str(tmp_path / "page" / "model.safetensors"))
     assert max(float(np.abs(a[n] - c[n]).max()) for n in a) > 1e-3
     with pytest.raises(SystemExit):
-        main(["evaluate", "--protocol", "site-cv", "--node-weight", "chars"])
+        main(["lab", "evaluate", "--protocol", "site-cv", "--node-weight", "chars"])
     assert "invalid choice: 'chars'" in capsys.readouterr().err
-    assert main(["evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--type-balance", "-1"]) == 2
     assert "--type-balance -1" in capsys.readouterr().err
-    assert main(["evaluate", "--protocol", "site-cv", "--workers", "0"]) == 2
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--workers", "0"]) == 2
     assert "--workers 0: at least 1" in capsys.readouterr().err
 
 
@@ -1171,7 +1171,7 @@ def test_bf16_on_a_cpu_that_would_emulate_it_warns(tmp_path, monkeypatch, caplog
 
 def test_bf16_training_keeps_float32_weights_and_the_recipes_losses(tmp_path, monkeypatch,
                                                                     capsys):
-    """``grownup evaluate --precision bf16``: the same pages, seed and recipe trained with
+    """``grownup lab evaluate --precision bf16``: the same pages, seed and recipe trained with
     bfloat16 matrix products; the saved weights are float32, the losses follow fp32's
     closely without being fp32's, and the model scores pages as any other."""
     if not _available("wcxb_dev"):
@@ -1212,7 +1212,7 @@ def test_bf16_training_keeps_float32_weights_and_the_recipes_losses(tmp_path, mo
     probs = extractor.score([parse_page(records[0].html, url=records[0].url)])[0]
     assert np.isfinite(probs).all() and 0 <= probs.min() <= probs.max() <= 1
     with pytest.raises(SystemExit):
-        main(["evaluate", "--protocol", "site-cv", "--precision", "fp16"])
+        main(["lab", "evaluate", "--protocol", "site-cv", "--precision", "fp16"])
     assert "invalid choice: 'fp16'" in capsys.readouterr().err
     seen = []  # grownup train hands it to its TrainConfig
     monkeypatch.setattr("scrapy_grownup.training.trainer.train",
@@ -1298,7 +1298,7 @@ def test_fit_rescorer_scores_minilm_folds_from_the_training_vectors(tmp_path, mo
 
 
 def test_per_page_scores_round_trip(tmp_path):
-    """``grownup fit-rescorer --scores`` writes the rows ``grownup evaluate`` resumes from."""
+    """``grownup lab fit-rescorer --scores`` writes the rows ``grownup lab evaluate`` resumes from."""
     from scrapy_grownup.training import crosssite as C
 
     gold = "The council approved the new budget on Tuesday after a long debate."
@@ -1319,20 +1319,20 @@ def test_per_page_scores_round_trip(tmp_path):
 def test_fit_rescorer_skip_cv_needs_a_held_out_set(tmp_path, capsys):
     from scrapy_grownup.cli.main import main
 
-    assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"]) == 2
-    assert capsys.readouterr().err.strip() == "grownup fit-rescorer: error: --skip-cv needs --hold"
+    assert main(["lab", "fit-rescorer", "--cv-dir", str(tmp_path), "--skip-cv"]) == 2
+    assert capsys.readouterr().err.strip() == "grownup lab fit-rescorer: error: --skip-cv needs --hold"
     # a misspelt --cv-dir: one line before any page is loaded, no traceback
-    assert main(["fit-rescorer", "--cv-dir", str(tmp_path / "none")]) == 2
+    assert main(["lab", "fit-rescorer", "--cv-dir", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.strip() == \
-        f"grownup fit-rescorer: error: --cv-dir {tmp_path / 'none'}: no such directory"
-    assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--also-cv-dir",
+        f"grownup lab fit-rescorer: error: --cv-dir {tmp_path / 'none'}: no such directory"
+    assert main(["lab", "fit-rescorer", "--cv-dir", str(tmp_path), "--also-cv-dir",
                  str(tmp_path / "seed1")]) == 2
     assert capsys.readouterr().err.strip() == \
-        f"grownup fit-rescorer: error: --also-cv-dir {tmp_path / 'seed1'}: no such directory"
+        f"grownup lab fit-rescorer: error: --also-cv-dir {tmp_path / 'seed1'}: no such directory"
 
 
 def test_evaluation_scores_the_text_the_extractor_returns():
-    """``grownup evaluate`` and ``fit-rescorer`` score the extractor's own article text: the
+    """``grownup lab evaluate`` and ``fit-rescorer`` score the extractor's own article text: the
     rescorer's stored decisions (its cut-off rule too) and the completed tables and code."""
     from pathlib import Path
 
@@ -1415,7 +1415,7 @@ def test_fit_rescorer_also_learns_from_other_trainings_out_of_fold_scores(tmp_pa
 
 
 def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeypatch, capsys):
-    """``--only-folds 0,2``: the folds ``grownup evaluate --only-folds`` trained, each rescored
+    """``--only-folds 0,2``: the folds ``grownup lab evaluate --only-folds`` trained, each rescored
     by trees fitted on the other named folds' pages; the folds not named need no model. A
     fold list that is not one is a one-line error before any page is loaded."""
     from scrapy_grownup.cli.main import main
@@ -1433,9 +1433,9 @@ def test_fit_rescorer_only_folds_nests_over_the_folds_it_names(tmp_path, monkeyp
     for folds, message in (("1", "--only-folds 1: at least two folds"),
                            ("0,7", "--only-folds 0,7: fold numbers from 0 to 4"),
                            ("0,b", "--only-folds 0,b: comma-separated fold numbers, as 0,2")):
-        assert main(["fit-rescorer", "--cv-dir", str(tmp_path), "--only-folds", folds]) == 2
-        assert capsys.readouterr().err.strip().startswith(f"grownup fit-rescorer: error: {message}")
-    assert main(["evaluate", "--protocol", "site-cv", "--only-folds", "5"]) == 2
+        assert main(["lab", "fit-rescorer", "--cv-dir", str(tmp_path), "--only-folds", folds]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"grownup lab fit-rescorer: error: {message}")
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--only-folds", "5"]) == 2
     assert "--only-folds 5: fold numbers from 0 to 4" in capsys.readouterr().err
-    assert main(["genre-cv", "--only-folds", "10"]) == 2  # its 10 folds: 0 to 9
+    assert main(["lab", "page-type-cv", "--only-folds", "10"]) == 2  # its 10 folds: 0 to 9
     assert "--only-folds 10: fold numbers from 0 to 9" in capsys.readouterr().err

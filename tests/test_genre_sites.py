@@ -99,7 +99,7 @@ def test_genre_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GROWNUP_CACHE_DIR", str(tmp_path / "cache"))
     _fold_models(tmp_path / "folds", range(2))
     out = tmp_path / "result.json"
-    argv = ["genre-sites", "--fold-models", str(tmp_path / "folds"), "--eval-datasets",
+    argv = ["lab", "page-type-sites", "--fold-models", str(tmp_path / "folds"), "--eval-datasets",
             "wcxb_dev", "--train-datasets", "", "--folds", "2", "--limit", "40",
             "--arms", "head,head+signals,text,text+url+signals,signals", "--workers", "1",
             "--json", str(out)]
@@ -122,7 +122,7 @@ def test_genre_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("grownup genre-sites: error: ") and "a model of plan" in err
+    assert err.startswith("grownup lab page-type-sites: error: ") and "a model of plan" in err
 
 
 def _signals_model(tmp_path):

@@ -166,3 +166,132 @@ def test_hostile_pages_in_a_crawl_are_items_and_their_batch_mates_arrive(tmp_pat
     assert stats["grownup/claimed"] == stats["grownup/items"] + sum(dropped.values()) \
         == 41 - len(lost)
     assert set(dropped) <= {"grownup/dropped/no_content"}  # the index page of links, at most
+
+
+# -- issue 55: a control character, huge values, a short page's only prose ------------------------
+WORDS = b"<html><body><p>" + b"Words. " * 100 + b"</p>"
+# Every character lxml refuses to set (``xml_safe``), as it may stand in a page.
+REFUSED = [chr(c) for c in (*range(1, 9), 0x0B, 0x0C, *range(0x0E, 0x20))]
+
+
+@pytest.mark.parametrize("removed", ["<noscript></noscript>", "<noscript>x</noscript>",
+                                     "<template><p>t</p></template>", "<dialog>d</dialog>",
+                                     "<p hidden>h</p>", "<div aria-hidden=true>a</div>",
+                                     "<script>s()</script>", "<meta name=x content=y>"])
+def test_a_control_character_after_a_removed_element_keeps_the_article(extractor, removed):
+    """The tail of a removed ``noscript`` (or any removed element) moves to its neighbour, and
+    lxml refused the control character in it: the whole page was a ``ParseError``."""
+    body = WORDS + removed.encode() + b"\x11after</body></html>"
+    article = extractor.extract(body)
+    assert article.text.startswith("Words. Words.") and "\x11" not in article.text
+    assert "\x11" not in article.to_dict()["markdown"]  # every field reads, Markdown too
+    assert "\x11" not in str(parse_tree_text(body, visibility=True))
+
+
+def parse_tree_text(body: bytes, visibility: bool) -> list[str]:
+    """The page's text runs, with markup-hidden elements removed (their tails moved) when
+    ``visibility``."""
+    from scrapy_grownup.page.dom import parse_page
+
+    return parse_page(body, visibility=visibility, positions=False).seg_text
+
+
+def strings(value) -> list[str]:
+    """Every string in a record's values, nested lists and dicts included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def test_the_probe_page_gives_its_article(extractor):
+    body = b"<html><body><p>" + b"Words. " * 100 + b"</p><noscript></noscript>\x11</body></html>"
+    assert extractor.extract(body).text == ("Words. " * 100).strip()
+
+
+@pytest.mark.parametrize("char", REFUSED)
+def test_no_field_holds_a_character_xml_refuses(extractor, char):
+    """The character around removed elements, in attributes, the title, JSON-LD strings (as a
+    ``\\u`` escape) and the text: every field of the article, Markdown included, is free of
+    it, and the page parses with or without markup-hidden elements removed."""
+    import json
+
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.page.xmlsafe import XML_REFUSED
+
+    escape = json.dumps(char)[1:-1]
+    html = (f'<html lang="en{char}"><head><title>The {char}title</title>'
+            f'<meta property="og:title" content="Og {char}title">'
+            f'<script type="application/ld+json">{{"@type": "NewsArticle", "headline": '
+            f'"Head{escape}line", "author": {{"name": "Ann{escape} Lee"}}, "publisher": '
+            f'{{"name": "The{escape} Post"}}}}</script></head><body>'
+            f'<noscript></noscript>{char}<p class="a{char}b" style="color:red{char}">'
+            + "Words of a story. " * 30 + f'{char}</p><p hidden>x</p>{char}tail'
+            f'<pre>code{char}line</pre><noscript>{"n " * 150}</noscript>{char}</body></html>')
+    for body in (html, html.encode()):
+        record = extractor.extract(body, url="http://news.test/a.html").to_dict()
+        assert record["title"] and record["markdown"]
+        assert not any(XML_REFUSED.search(s) for s in strings(record)), record
+        assert "Words of a story." in record["text"]
+        page = parse_page(body, visibility=True)  # hidden elements removed: their tails moved
+        assert not any(XML_REFUSED.search(s) for s in strings(page.seg_text))
+
+
+def test_str_pages_lose_lone_surrogates_and_noncharacters(extractor):
+    body = "<html><body><p>" + "Words of a story. " * 30 + "\ud800\ufffe\uffff</p></body></html>"
+    article = extractor.extract(body)
+    assert article.text == ("Words of a story. " * 30).strip()
+
+
+def test_the_helper_cleans_text_moved_in_a_tree_from_elsewhere():
+    """A tree libxml2 built from unclean text (not through ``parse_tree``) holds the control
+    characters; moving a removed element's tail goes through ``xml_safe`` all the same."""
+    from lxml import etree
+
+    from scrapy_grownup.page.visibility import remove_hidden, resolve_noscript
+    from scrapy_grownup.page.xmlsafe import xml_safe
+
+    root = etree.fromstring(b"<html><body><p>a</p><noscript></noscript>\x11b\x0cc"
+                            b"<i hidden>x</i>\x01d<b>e</b></body></html>", etree.HTMLParser())
+    resolve_noscript(root)
+    remove_hidden(root)
+    assert etree.tostring(root) == b"<html><body><p>a</p>b cd<b>e</b></body></html>"
+    assert xml_safe("plain") == "plain" and xml_safe("a\x00\x08\x0b\x0e\x1fb") == "ab"
+    assert xml_safe("tab\tline\ncr\r") == "tab\tline\ncr\r"  # what XML allows stays
+
+
+def test_a_short_page_whose_only_prose_follows_a_script_keeps_it(extractor):
+    """The page alone gave its paragraph; a script before it made the model keep nothing
+    (``text_source: none``). The prose fallback takes a page whose one prose block is (nearly)
+    all of its text."""
+    paragraph = "Words of a story. " * 30
+    alone = extractor.extract(f"<p>{paragraph}</p>")
+    scripted = extractor.extract(f"<script>var a=1;</script><p>{paragraph}</p>")
+    assert len(alone.text) == 539 and scripted.text == alone.text
+    assert scripted.to_dict()["text_source"] in ("prose", "rescorer", "content_model")
+
+
+def test_the_lone_prose_rule_leaves_pages_with_other_text_or_a_notice_alone():
+    import numpy as np
+
+    from scrapy_grownup.decisions.refine import PROSE_ALONE_SHARE, content_mask
+    from scrapy_grownup.output.assembly import assemble_text
+    from scrapy_grownup.page.dom import parse_page
+
+    def kept(html):
+        page = parse_page(html)
+        return assemble_text(page, content_mask(page, np.full(page.num_nodes, 0.02), 0.5))
+
+    paragraph = "Words of a story. " * 30
+    assert kept(f"<p>{paragraph}</p>") == paragraph.strip()
+    # beside as much text again in other blocks: not the page's only prose
+    other = "".join(f"<div>Menu entry number {k} of the site</div>" for k in range(20))
+    assert PROSE_ALONE_SHARE > 0.5 and kept(f"<p>{paragraph}</p>{other}") == ""
+    # a consent box alone is no prose
+    consent = ("We use cookies to improve your experience on our site and to show you "
+               "personalised offers. Click here to accept all cookies or to change your "
+               "cookie settings at any time.")
+    assert kept(f"<p>{consent}</p>") == ""

@@ -118,3 +118,100 @@ def test_report_is_inert():
     assert "The second paragraph of the story" in report  # the page itself is still there
     assert 'href="http://example.org/ok"' in report
     assert report.count('data-grownup-score="0.950"') == 2
+
+
+# -- what the sanitizer removes itself, without the CSP (issue 55) -------------------------------
+# A viewer that ignores a <meta> Content-Security-Policy must still find the report inert.
+NO_CSP_HOSTILE = b"""<html><head>
+<style>@import "http://evil.example/a.css"; @IMPORT url(http://evil.example/b.css);
+@\\69mport 'http://evil.example/c.css'; p { background: url(http://evil.example/p.png) }
+h1 { background-image: u\\72l("http://evil.example/h.png") } <!-- .old { color: red } --></style>
+</head><body>
+<p>The first paragraph of the story, with a styled span of its own in it.</p>
+<svg><a><text>svg link</text>
+<animate attributeName="href" values="javascript:alert(1)"/>
+<set attributeName="href" to="javascript:alert(2)"/>
+<animateTransform attributeName="transform" to="javascript:alert(3)"/></a>
+<rect fill="url(http://evil.example/#paint)" width="1" height="1"/></svg>
+<math><mtext><table><mglyph><style><img src=x onerror=alert(4)></style></mglyph></table></mtext></math>
+<div style="background:URL( 'http://evil.example/d.png' );color:red">a div</div>
+<div style="background:image-set('http://evil.example/i.png' 1x);width:expression(alert(5))">b</div>
+<div style="background:url(data:image/png;base64,iVBORw0KGgo=)">a data: image stays</div>
+<!-- a comment --!><p>The second paragraph of the story keeps its text.</p>
+</body></html>"""
+
+
+def _styles(report: str) -> list[str]:
+    import re
+
+    return re.findall(r"<style[^>]*>(.*?)</style>", report, re.S | re.I)
+
+
+def test_the_sanitizer_removes_svg_animations_that_set_a_javascript_href():
+    from scrapy_grownup.output.inspect import render_report
+
+    report = render_report(FixedScores(), NO_CSP_HOSTILE).lower()
+    for needle in ("<animate", "<set", "javascript:", "attributename"):
+        assert needle not in report, needle
+    assert "svg link" in report  # the link's text stays
+
+
+def test_the_sanitizer_leaves_no_markup_in_a_style_a_browser_may_read_as_mathml():
+    """libxml2 keeps ``<img onerror>`` as the text of a ``<style>`` under ``<mglyph>``, and the
+    report writes a style's text back raw: a browser puts that style in MathML, where its text
+    is markup, and the image's handler ran (the CSP alone stopped it)."""
+    from scrapy_grownup.output.inspect import render_report
+
+    report = render_report(FixedScores(), NO_CSP_HOSTILE)
+    styles = _styles(report)
+    assert len(styles) == 2  # the page's own two
+    for text in styles:
+        assert "<" not in text, text
+    assert "\\3c img" in styles[1]  # kept as CSS's escape of "<": text, wherever it lands
+    assert ".old { color: red }" in styles[0]  # the <!-- --> markers went, the rule stayed
+
+
+def test_the_sanitizer_removes_remote_css_from_styles_and_style_elements():
+    import re
+
+    from scrapy_grownup.output.inspect import render_report, safe_css
+
+    report = render_report(FixedScores(), NO_CSP_HOSTILE)
+    lowered = report.lower()
+    assert "evil.example" in lowered  # the URLs are still there, as text nothing fetches
+    assert not re.search(r"url\((?!data:)|(?:image-set|image|src|expression)\(|@import|u\\72l",
+                         lowered)
+    assert "url(data:image/png;base64,ivborw0kggo=)" in lowered  # data: needs no host
+    assert "<!--" not in report and "a comment" not in report
+    assert "The second paragraph of the story" in report
+    # escapes and case, in attributes and elements alike
+    for css in ("background:\\75 rl(http://e/)", "b:\\000075\\000052\\00004c(http://e)",
+                "b:\\u\\r\\l(x)", "b:-webkit-image-set('http://x' 1x)", "src: src('http://x')",
+                "@\\000069mport 'x';", "b:Url(http://e)"):
+        assert "grownup-removed" in safe_css(css), css
+    for css in ("color:red; background-image:none", "background:url( 'data:image/gif,x')"):
+        assert safe_css(css) == css
+
+
+def test_a_huge_style_element_is_left_out_of_the_report():
+    from scrapy_grownup.output.inspect import render_report
+    from scrapy_grownup.page.limits import PageLimits
+
+    class Small(FixedScores):
+        def __init__(self):
+            self.featurizer = type("F", (), {"limits": PageLimits(max_script_chars=1000)})()
+
+    html = (b"<html><head><style>" + b"p{color:red}" * 200 + b"</style></head><body>"
+            b"<p>The paragraph of the story.</p></body></html>")
+    assert "p{color:red}" in render_report(FixedScores(), html)
+    report = render_report(Small(), html)
+    assert "p{color:red}" not in report and "The paragraph of the story." in report
+
+
+def test_a_control_character_in_a_style_does_not_break_the_report():
+    from scrapy_grownup.output.inspect import render_report
+
+    html = (b"<html><body><p style='color:red\x11'>The paragraph of the story.</p>"
+            b"<noscript></noscript>\x11 a tail</body></html>")
+    report = render_report(FixedScores(), html)
+    assert "The paragraph of the story." in report and "a tail" in report

@@ -364,9 +364,9 @@ def test_drop_attributes_zeroes_whole_pages_and_nothing_else():
 def test_attribute_dropout_outside_0_1_is_one_line(capsys):
     from scrapy_grownup.cli.main import main
 
-    assert main(["evaluate", "--protocol", "site-cv", "--attribute-dropout", "1.5"]) == 2
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--attribute-dropout", "1.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["grownup evaluate: error: --attribute-dropout 1.5: a share between 0 and 1"]
+    assert err == ["grownup lab evaluate: error: --attribute-dropout 1.5: a share between 0 and 1"]
 
 
 def test_average_last_keeps_the_mean_of_the_last_epochs_steps(monkeypatch):
@@ -402,10 +402,10 @@ def test_average_last_keeps_the_mean_of_the_last_epochs_steps(monkeypatch):
 def test_average_last_beyond_the_epochs_is_one_line(capsys):
     from scrapy_grownup.cli.main import main
 
-    assert main(["evaluate", "--protocol", "site-cv", "--epochs", "4",
+    assert main(["lab", "evaluate", "--protocol", "site-cv", "--epochs", "4",
                  "--average-last", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["grownup evaluate: error: --average-last 5: between 0 and --epochs (4)"]
+    assert err == ["grownup lab evaluate: error: --average-last 5: between 0 and --epochs (4)"]
 
 
 # -- heads and loss -----------------------------------------------------------------------------
@@ -735,7 +735,7 @@ def test_load_errors(tmp_path):
 def test_presets_command_reports_the_papers_parameter_count(capsys):
     from scrapy_grownup.cli.main import main
 
-    assert main(["presets"]) == 0
+    assert main(["lab", "presets"]) == 0
     rows = {line.split("|")[1].strip(" `"): line.split("|")
             for line in capsys.readouterr().out.splitlines()[2:]}
     assert set(rows) == set(PRESETS)

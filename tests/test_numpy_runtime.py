@@ -41,11 +41,15 @@ def real_pages() -> list:
     return pages
 
 
-@pytest.fixture(scope="module")
-def models():
+@pytest.fixture(scope="module", params=["onnxruntime", "numpy"])
+def models(request):
+    """The torch extractor, and the numpy runtime with each backbone: the shipped ONNX graph
+    on ONNX Runtime, and numpy's own."""
     directory = resolve_model_dir("fast")
     torch_extractor = ArticleExtractor.from_pretrained("fast", runtime="torch")
-    return torch_extractor, NumpyModel.from_pretrained(directory)
+    model = NumpyModel.from_pretrained(directory, onnx=request.param == "onnxruntime")
+    assert model.backend == request.param
+    return torch_extractor, model
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +98,46 @@ def test_auto_picks_numpy_on_a_cpu_and_refuses_what_numpy_cannot_run():
     if not supports(config):
         with pytest.raises(ModelLoadError, match="runtime 'numpy' does not run this model"):
             ArticleExtractor.from_pretrained("minilm", runtime="numpy")
+
+
+def test_a_graph_of_other_weights_or_no_onnxruntime_means_the_numpy_backbone(tmp_path, caplog,
+                                                                           monkeypatch):
+    import shutil
+
+    directory = tmp_path / "model"
+    shutil.copytree(resolve_model_dir("fast"), directory)
+    assert NumpyModel.from_pretrained(directory).backend == "onnxruntime"
+    doc = json.loads((directory / "config.json").read_text())
+    doc["weights_sha256"] = "0" * 64  # as if retrained after the graph was exported
+    (directory / "config.json").write_text(json.dumps(doc))
+    with caplog.at_level("WARNING"):
+        assert NumpyModel.from_pretrained(directory, verify_checksum=False).backend == "numpy"
+    assert "exported from other weights" in caplog.text
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
+    assert NumpyModel.from_pretrained(resolve_model_dir("fast")).backend == "numpy"
+
+
+def test_the_exported_graph_is_the_shipped_one(tmp_path):
+    """``export_onnx`` on the shipped weights gives a graph that scores as the shipped one."""
+    import shutil
+
+    pytest.importorskip("onnxscript")
+    from scrapy_grownup.model.onnx_export import export_onnx
+
+    directory = tmp_path / "model"
+    shutil.copytree(resolve_model_dir("fast"), directory)
+    (directory / "backbone.onnx").unlink()
+    assert NumpyModel.from_pretrained(directory).backend == "numpy"
+    export_onnx(directory)
+    fresh, shipped = (NumpyModel.from_pretrained(d) for d in (directory,
+                                                               resolve_model_dir("fast")))
+    assert fresh.backend == shipped.backend == "onnxruntime"
+    extractor = ArticleExtractor.from_pretrained("fast")
+    pages = [parse_page(p.read_bytes()) for p in sorted(GOLDEN.glob("*.html"))[:8]]
+    arrays = extractor.featurizer.batch_arrays(pages)
+    arrays["x_signals"] = np.stack([page.signals for page in pages])
+    for a, b in zip(fresh.predict(arrays), shipped.predict(arrays)):
+        assert np.abs(a["content"] - b["content"]).max() < 1e-5
 
 
 def test_a_corrupt_weights_file_is_a_model_load_error(tmp_path):

@@ -15,13 +15,27 @@ pytestmark = pytest.mark.slow
 # Loaded by every Python process of the crawl through PYTHONPATH. Inside ``parse_page`` (so
 # within the worker's budget): a body holding "HANG-IN-PYTHON" loops forever in Python, one
 # holding "HANG-SIGNAL-BLOCKED" sleeps with SIGALRM blocked, like C code that never returns to the interpreter.
-# Every body that reaches parsing has its length appended to $GROWNUP_TEST_BODY_LOG.
+# Every body that reaches parsing has its length appended to $GROWNUP_TEST_BODY_LOG. In the
+# model's process, the Markdown of a page holding "HANG-IN-MARKDOWN" loops forever in Python.
 SITECUSTOMIZE = '''
 import os
 import signal
 import time
 
+import scrapy_grownup.output.markdown as markdown
 import scrapy_grownup.page.dom as dom
+
+_to_markdown = markdown.to_markdown
+
+
+def to_markdown(page, *args, **kwargs):
+    if any("HANG-IN-MARKDOWN" in text for text in page.seg_text):
+        while True:
+            pass
+    return _to_markdown(page, *args, **kwargs)
+
+
+markdown.to_markdown = to_markdown
 
 _parse_tree = dom.parse_tree
 
@@ -47,10 +61,12 @@ CAP = 200_000
 def test_hanging_pages_are_timeout_drops_and_huge_bodies_are_cut_in_the_reactor(
         tmp_path, monkeypatch):
     """20 stories, two pages that hang the parser (one in Python, one where no signal
-    reaches) and a 3 MB page, GROWNUP_PAGE_TIMEOUT = 1 and GROWNUP_MAX_PAGE_BYTES = 200,000:
-    every story arrives, the two hanging pages are counted ``timeout`` drops (before, the first
-    one stalled the crawl forever), and no body over the cap reached a worker (before, the
-    whole 3 MB were pickled to it and cut there)."""
+    reaches), one whose Markdown hangs in the model's process, and a 3 MB page,
+    GROWNUP_PAGE_TIMEOUT = 1 and GROWNUP_MAX_PAGE_BYTES = 200,000: every story arrives, the
+    three hanging pages are counted ``timeout`` drops (before, the first one stalled the crawl
+    forever, and the budget did not reach the model's process, which the third stalled), and
+    no body over the cap reached a worker (before, the whole 3 MB were pickled to it and cut
+    there)."""
     from example_project.news_site import serve
     from tests.crawl_support import run_crawl
 
@@ -67,7 +83,8 @@ def test_hanging_pages_are_timeout_drops_and_huge_bodies_are_cut_in_the_reactor(
         (root / f"story-{k}.html").write_text(article_page(k, variant=k % 3)[0])
         names.append(f"story-{k}.html")
     for k, (name, marker) in enumerate((("hang-python", "HANG-IN-PYTHON"),
-                                        ("hang-blocked", "HANG-SIGNAL-BLOCKED"))):
+                                        ("hang-blocked", "HANG-SIGNAL-BLOCKED"),
+                                        ("hang-markdown", "HANG-IN-MARKDOWN"))):
         html = article_page(k, variant=1)[0].replace("</main>", f"<p>{marker}</p></main>")
         (root / f"{name}.html").write_text(html)
         names.insert(6 + 7 * k, f"{name}.html")
@@ -91,10 +108,11 @@ def test_hanging_pages_are_timeout_drops_and_huge_bodies_are_cut_in_the_reactor(
                if k.startswith("grownup/dropped/")}
     by_name = {item["url"].rsplit("/", 1)[1]: item for item in items}
     assert {f"story-{k}.html" for k in range(20)} <= set(by_name), (dropped, stats)
-    assert dropped.get("timeout") == 2, (dropped, sorted(by_name))
+    assert dropped.get("timeout") == 3, (dropped, sorted(by_name))
     assert set(dropped) <= {"timeout", "no_content"}, dropped  # no_content: the link index
-    assert "hang-python.html" not in by_name and "hang-blocked.html" not in by_name
+    assert not {"hang-python.html", "hang-blocked.html", "hang-markdown.html"} & set(by_name)
     assert stats["grownup/worker_restarts"] == 1  # the worker no signal reached was killed
+    assert "grownup/model_restarts" not in stats  # the model's process stopped its own page
     assert stats["finish_reason"] == "finished"
     # The huge page: cut before it left the reactor, still an article, flagged.
     assert stats["grownup/responses/truncated"] == 1
@@ -102,3 +120,99 @@ def test_hanging_pages_are_timeout_drops_and_huge_bodies_are_cut_in_the_reactor(
     lengths = [int(line) for line in body_log.read_text().split()]
     assert lengths and max(lengths) <= CAP + 1, max(lengths)
     assert seconds < 120, seconds
+
+
+# -- the budget covers the page's article too (issue 55) -----------------------------------------
+# Unit-level: the model process's side, ``score_articles``, run here. A stage that sleeps far
+# longer than the budget on one marked page stands for a pathological page (before, only the
+# parse had a budget: the article's metadata, text and Markdown ran for as long as they took).
+SLOW_MARK = "SLOW-IN-THE-ARTICLE-STAGE"
+BUDGET = 2.0   # the story pages' own article takes a small fraction of it, even on a loaded box
+SLEEP = 30.0   # what the marked page's stage would take without the budget
+
+
+@pytest.fixture
+def model_state():
+    from scrapy_grownup.crawl import model_process
+    from scrapy_grownup.page.limits import PageLimits
+
+    def load(page_timeout):
+        model_process.load_extractor("fast", "cpu", PageLimits(), None, 1,
+                                     page_timeout=page_timeout)
+        model_process.loaded_extractor()  # raises the load error, if any
+        return model_process
+
+    yield load
+    model_process._state.clear()
+
+
+def _parsed_pages(spent: float = 0.0):
+    from scrapy_grownup.crawl.workers import ParsedPage
+    from scrapy_grownup.page.dom import parse_page
+
+    ok = article_page(1, variant=0)[0]
+    slow = article_page(2, variant=1)[0].replace("</main>", f"<p>{SLOW_MARK}</p></main>")
+    return [ParsedPage(parse_page(html, url=f"http://news.test/{k}.html"), spent)
+            for k, html in enumerate((ok, slow))]
+
+
+def _slow_on_the_marked_page(original, seconds: float = SLEEP):
+    def stage(page, *args, **kwargs):
+        if any(SLOW_MARK in text for text in page.seg_text):
+            time.sleep(seconds)
+        return original(page, *args, **kwargs)
+    return stage
+
+
+@pytest.mark.parametrize("stage", ["markdown", "metadata"])
+def test_a_page_whose_article_runs_past_its_budget_is_a_timeout(model_state, monkeypatch, stage):
+    """The marked page's Markdown (or metadata) would take 30 s: with a 2 s budget it is a
+    ``PageTimeoutError`` (the crawl's counted ``timeout`` drop) after about 2 s, and its
+    batch-mate is an article."""
+    import scrapy_grownup.output.markdown as markdown
+    import scrapy_grownup.output.metadata as metadata
+    from scrapy_grownup.crawl.pipelines import drop_reason
+    from scrapy_grownup.crawl.workers import PageTimeoutError
+    from scrapy_grownup.output.article import Article
+
+    module, name = (markdown, "to_markdown") if stage == "markdown" else \
+        (metadata, "extract_metadata")
+    monkeypatch.setattr(module, name, _slow_on_the_marked_page(getattr(module, name)))
+    model_process = model_state(BUDGET)
+    start = time.perf_counter()
+    results, _ = model_process.score_articles(_parsed_pages())
+    seconds = time.perf_counter() - start
+    assert isinstance(results[0], Article) and results[0].markdown
+    assert isinstance(results[1], PageTimeoutError), results[1]
+    assert "GROWNUP_PAGE_TIMEOUT" in str(results[1]) and drop_reason(results[1]) == "timeout"
+    assert seconds < SLEEP / 2, seconds  # interrupted at the budget, not slept through
+
+
+def test_the_parse_time_counts_against_the_same_budget(model_state):
+    """A page whose parsing already took the whole budget has none left for its article."""
+    from scrapy_grownup.crawl.workers import PageTimeoutError
+
+    model_process = model_state(BUDGET)
+    results, _ = model_process.score_articles(_parsed_pages(spent=BUDGET + 0.5))
+    assert all(isinstance(r, PageTimeoutError) for r in results), results
+    model_process._state["page_timeout"] = None  # no budget: the same pages are articles
+    results, _ = model_process.score_articles(_parsed_pages(spent=BUDGET + 0.5))
+    assert not any(isinstance(r, PageTimeoutError) for r in results), results
+
+
+def test_on_a_thread_the_budget_is_checked_when_the_article_is_done(model_state, monkeypatch):
+    """With ``GROWNUP_MODEL_PROCESS`` off the model runs on a thread, where no signal arrives:
+    a page past its budget is still the same ``timeout``, found once its article is built."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import scrapy_grownup.output.markdown as markdown
+    from scrapy_grownup.crawl.workers import PageTimeoutError
+    from scrapy_grownup.output.article import Article
+
+    monkeypatch.setattr(markdown, "to_markdown",
+                        _slow_on_the_marked_page(markdown.to_markdown, seconds=3.0))
+    model_process = model_state(1.5)
+    with ThreadPoolExecutor(1) as pool:
+        results, _ = pool.submit(model_process.score_articles, _parsed_pages()).result()
+    assert isinstance(results[0], Article)
+    assert isinstance(results[1], PageTimeoutError), results[1]

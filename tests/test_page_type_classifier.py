@@ -80,7 +80,7 @@ def test_fit_separates_page_types_and_the_file_round_trips(tmp_path):
         fields = dict(f)
     fields["version"] = np.array("0/0")
     np.savez(path, **fields)
-    with pytest.raises(ValueError, match="grownup fit-page-type"):
+    with pytest.raises(ValueError, match="grownup lab fit-page-type"):
         PageTypeClassifier.load(path)
 
 

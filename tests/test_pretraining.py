@@ -269,7 +269,7 @@ def test_cli_has_pretrain():
 
 def test_cross_site_protocols_refuse_a_backbone_pretrained_on_a_test_site(tmp_path, corpus_dir,
                                                                           caplog):
-    """`grownup evaluate --protocol site-cv / leave-out --init`: a backbone that read pages of a
+    """`grownup lab evaluate --protocol site-cv / leave-out --init`: a backbone that read pages of a
     test site (labels or not) cannot stand behind a figure on sites the model never saw."""
     import shutil
     from types import SimpleNamespace

@@ -26,7 +26,7 @@ from scrapy_grownup.crawl.settings import CHECKS, DEFAULTS, GrownupSettings
 from scrapy_grownup.crawl.workers import FeaturizerPool, WorkerCrashedError
 from tests.crawl_support import crashing_parse
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "settings.md"  # the settings reference
 PAGE = b"<html><body><h1>Title</h1><p>Some text of a page.</p></body></html>"
 STORY = (b"<html lang=en><head><title>A story</title></head><body><nav><a href=/>Home</a>"
          b"<a href=/news>News</a></nav><main><article><h1>A story</h1><p>Its first paragraph, "

@@ -13,9 +13,15 @@ from scrapy_grownup.extractor import DEFAULT_MODEL, MODELS_DIR, shipped_models
 def test_models_are_shipped_small_and_safetensors_only(name, encoder):
     assert name in shipped_models() and DEFAULT_MODEL in shipped_models()
     files = sorted(p.name for p in (MODELS_DIR / name).iterdir())
-    # each also ships its block rescorer (block_rescorer.py) and its page-type classifier
-    # (page_type_classifier.py): numpy arrays, no pickle
-    assert files == ["block_rescorer.npz", "config.json", "model.safetensors", "page_type.npz"]
+    # each also ships its block rescorer (decisions/rescorer.py) and its page-type classifier
+    # (decisions/page_type.py): numpy arrays, no pickle; a model ONNX Runtime can run ships
+    # its backbone as an ONNX graph of the same weights (model/onnx_export.py)
+    from scrapy_grownup.model.onnx_export import exportable
+    from scrapy_grownup.model.files import read_model_config
+
+    graph = ["backbone.onnx"] if exportable(read_model_config(MODELS_DIR / name)[0]) else []
+    assert files == sorted(graph + ["block_rescorer.npz", "config.json", "model.safetensors",
+                                    "page_type.npz"])
     assert all((MODELS_DIR / name / f).stat().st_size < 30_000_000 for f in files)
     config = json.loads((MODELS_DIR / name / "config.json").read_text())
     assert config["config"]["encoder"] == encoder

@@ -67,7 +67,10 @@ EXPECTED = {
     "resiliparse_testdata/block-sized-records.warc.gz": (0, {"other_record": 3}),
     "warcio_testdata/bad.arc": (0, {"no_http_headers": 3}),
     "warcio_testdata/example-trunc.warc": (1, {"malformed_record": 1}),
-    "warcio_testdata/example-wrong-chunks.warc.gz": (0, {"truncated_record": 1, "corrupt": 1}),
+    # gzip members cut across records: the first record's member ends inside it (damage, as
+    # read), then the members are read as one stream, which finds the request record after it
+    "warcio_testdata/example-wrong-chunks.warc.gz": (0, {"truncated_record": 1, "request": 1,
+                                                         "corrupt": 0}),
     # non-chunked gzip: warcio rejects it after one record; it is re-read as one stream
     "warcio_testdata/example-bad-non-chunked.warc.gz": (1, {"revisit": 1, "request": 2}),
     "warcio_testdata/example-bad.warc.gz.bad": (1, {"revisit": 1, "http_302": 1}),
@@ -269,6 +272,103 @@ def test_whole_file_gzip_with_a_junk_content_length_is_damage(tmp_path, length):
                                    _response_record("http://a.example/2", PAGE)))
     counts, reader, _ = read(path)  # must not raise
     assert counts["corrupt"] == 1 and reader.errors and reader.failed is None
+
+
+@pytest.mark.parametrize("length", [b"-5", b"junk", b"-100000"])
+def test_whole_file_gzip_keeps_the_good_records_after_a_bad_length(tmp_path, length):
+    """Issue 55, finding 3: the good records after a first record with a negative (or junk)
+    Content-Length were lost when the file was gzipped whole, and kept when it was not. Both
+    now give the same pages and the same skips."""
+    data = _response_record("http://a.example/1", PAGE, length) + b"".join(
+        _response_record(f"http://a.example/{i}", PAGE) for i in range(2, 6))
+    plain, whole = tmp_path / "plain.warc", tmp_path / "whole.warc.gz"
+    plain.write_bytes(data)
+    whole.write_bytes(gzip.compress(data))
+    (plain_counts, _, plain_pages), (whole_counts, reader, whole_pages) = read(plain), read(whole)
+    assert whole_counts == plain_counts and whole_counts["PAGE"] == 4
+    assert [c.url for c in whole_pages] == [c.url for c in plain_pages] == \
+        [f"http://a.example/{i}" for i in range(2, 6)]
+    assert whole_counts["corrupt"] == 1 and reader.errors and reader.failed is None
+    # and with more bad records among the good ones
+    data = b"".join(_response_record(f"http://a.example/{i}", PAGE, b"-7" if i % 2 else None)
+                    for i in range(8))
+    plain.write_bytes(data)
+    whole.write_bytes(gzip.compress(data))
+    assert read(whole)[0] == read(plain)[0] and read(whole)[0]["PAGE"] == 4
+
+
+def test_empty_and_recordless_archives_are_counted(tmp_path):
+    """Issue 55: a zero-byte archive gave no event at all (no count, no warning)."""
+    empty = tmp_path / "empty.warc.gz"
+    empty.write_bytes(b"")
+    counts, reader, _ = read(empty)
+    assert counts == Counter({"empty_file": 1}) and reader.errors and reader.failed is None
+    for data in (b"\r\n\r\n\n", b" ", b"\x00" * 10):  # bytes, and not one record
+        blank = tmp_path / "blank.warc"
+        blank.write_bytes(data)
+        counts, _, _ = read(blank)
+        assert sum(counts.values()) >= 1 and "PAGE" not in counts, data
+
+
+def test_archives_are_known_by_their_first_bytes(fixtures, tmp_path):
+    from scrapy_grownup.warc.sources import archive_format
+
+    assert archive_format(fixtures / "warcio_testdata" / "example.warc.gz") == "warc"
+    assert archive_format(fixtures / "warcio_testdata" / "example.warc") == "warc"
+    assert archive_format(fixtures / "warcio_testdata" / "example.arc.gz") == "arc"
+    assert archive_format(fixtures / "warcio_testdata" / "example.arc") == "arc"
+    assert archive_format(fixtures / "resiliparse_testdata" / "clueweb-quirk.warc.gz") == "warc"
+    whole = tmp_path / "whole.bin"
+    whole.write_bytes(gzip.compress((fixtures / "warcio_testdata" / "example.warc").read_bytes()))
+    assert archive_format(whole) == "warc"
+    arc_body = (fixtures / "warcio_testdata" / "example.arc").read_bytes()
+    headless = tmp_path / "headless.dat"  # an ARC without its filedesc:// version block
+    headless.write_bytes(arc_body[arc_body.index(b"\nhttp") + 1:])
+    assert archive_format(headless) == "arc"
+    for name, data in (("page.html.gz", gzip.compress(PAGE)), ("page.warc", PAGE),
+                       ("empty.warc", b""), ("noise.warc.gz", b"\x1f\x8b" + bytes(100))):
+        (tmp_path / name).write_bytes(data)
+        assert archive_format(tmp_path / name) is None, name
+    assert archive_format(tmp_path) is None and archive_format(tmp_path / "gone") is None
+
+
+def test_every_path_given_ends_as_an_archive_or_a_counted_skip(tmp_path):
+    """Issue 55: zero-byte archives, a directory named x.warc.gz, link loops and dangling
+    links were passed over with no count and no warning."""
+    import os
+
+    from scrapy_grownup.warc.sources import PATH_SKIP_REASONS, PathSkip, expand_inputs
+
+    d = tmp_path / "d"
+    good = write_warc(d / "good.warc.gz", [("http://a.example/1", PAGE, "text/html")])
+    (d / "zero.warc.gz").write_bytes(b"")  # an archive still: its reader says empty_file
+    (d / "x.warc.gz").mkdir()
+    (d / "dangling.warc").symlink_to(tmp_path / "gone.warc")
+    (d / "loop.warc.gz").symlink_to(d / "loop.warc.gz")
+    (d / "sub").mkdir()
+    (d / "sub" / "up").symlink_to(d)
+    (d / "notes.txt").write_text("left out: not an archive, not named like one")
+    (d / "crawl.dat").write_bytes(good.read_bytes())  # an archive by its content
+    os.mkfifo(d / "pipe.arc")
+    found = expand_inputs([str(d)])
+    assert [s.name for s in found.sources] == ["crawl.dat", "good.warc.gz", "zero.warc.gz"]
+    reasons = sorted((Path(s.path).name, s.reason) for s in found.skipped)
+    assert reasons == [("dangling.warc", "dangling_link"), ("loop.warc.gz", "link_loop"),
+                       ("pipe.arc", "not_a_file"), ("up", "link_loop"),
+                       ("x.warc.gz", "empty_directory")]
+    assert {s.reason for s in found.skipped} <= set(PATH_SKIP_REASONS)
+    assert all(s.detail for s in found.skipped) and not found.missing
+    # named one by one
+    for name, reason in (("x.warc.gz", "empty_directory"), ("dangling.warc", "dangling_link"),
+                         ("loop.warc.gz", "link_loop"), ("pipe.arc", "not_a_file")):
+        named = expand_inputs([str(d / name)])
+        assert [s.reason for s in named.skipped] == [reason] and not named.sources, name
+    named = expand_inputs([str(tmp_path / "nothing.warc"), str(tmp_path / "none*.warc")])
+    assert [s.reason for s in named.skipped] == ["missing_path", "missing_path"]
+    assert named.missing == [str(tmp_path / "nothing.warc"), str(tmp_path / "none*.warc")]
+    assert isinstance(named.items[0], PathSkip)
+    counts, _, _ = read(found.sources[2])
+    assert counts == Counter({"empty_file": 1})
 
 
 def test_only_regular_files_are_read_once(tmp_path):

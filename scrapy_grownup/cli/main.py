@@ -1,6 +1,9 @@
-"""grownup: main-content extraction from saved web pages with a GROWN+UP graph neural network.
+"""grownup: main-content extraction from saved web pages and web archives with a GROWN+UP graph
+neural network.
 
-Sub-commands extract articles, inspect a page's scores, and train, evaluate and export models.
+Commands extract articles, show a page's scores, build a pre-training corpus from archives,
+pre-train and train models; "grownup lab" holds the research tools (evaluation across sites,
+heads, rescorer and page-type fitting, exports).
 """
 
 from __future__ import annotations
@@ -37,8 +40,14 @@ def _is_html_name(path: Path) -> bool:
 
 
 def _inputs(paths: list[str]) -> list:
-    """What ``extract`` reads, in order: files as given, the HTML files (``.gz`` too) under
-    directories, sorted, and ``"-"`` for standard input."""
+    """What ``extract`` reads, in order: each file as given (a WARC/ARC archive when its first
+    bytes are one, gzipped or not, or when it is named like one; a page otherwise), an http(s)
+    URL as an archive read as it downloads, under
+    directories the HTML files (``.gz`` too) and the archives (by content or name), sorted,
+    ``"-"`` for standard input, and a ``sources.PathSkip`` for each path that gives nothing
+    (a dangling link, a link loop, a FIFO, an empty directory): counted, not an error."""
+    from scrapy_grownup.warc.sources import expand_inputs
+
     inputs: list = []
     for raw in paths:
         if raw == "-":
@@ -46,13 +55,10 @@ def _inputs(paths: list[str]) -> list:
                 raise UserError("'-' (standard input) can be given only once")
             inputs.append("-")
             continue
-        path = Path(raw)
-        if path.is_dir():
-            inputs.extend(sorted(p for p in path.rglob("*") if p.is_file() and _is_html_name(p)))
-        elif path.exists():
-            inputs.append(path)
-        else:
+        if not raw.startswith(("http://", "https://")) and not os.path.lexists(raw):
             raise UserError(f"no such file or directory: {raw}")
+        inputs.extend(expand_inputs([raw], page_name=lambda name: _is_html_name(Path(name)),
+                                    sort_pages=True).items)
     return inputs
 
 
@@ -64,11 +70,18 @@ def _read_page(source) -> bytes:
     return data
 
 
-def _open_output(path: str):
+def _open_output(path: str, resume_bytes: int | None = None):
+    """The output stream: standard output, ``path`` written anew, or (``resume_bytes``) ``path``
+    cut to what an interrupted run had finished, to go on after it."""
     if path == "-":
         return sys.stdout
     try:
-        return open(path, "w", encoding="utf-8")
+        if resume_bytes is None:
+            return open(path, "w", encoding="utf-8")
+        out = open(path, "r+", encoding="utf-8")
+        out.truncate(resume_bytes)
+        out.seek(0, os.SEEK_END)
+        return out
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -80,26 +93,134 @@ def _first_line(exc: BaseException) -> str:
 
 def cmd_extract(args) -> int:
     from scrapy_grownup.extractor import ArticleExtractor
+    from scrapy_grownup.warc.extract import ExtractProgress, estimated_pages
+    from scrapy_grownup.warc.sources import PathSkip, Source
 
     inputs = _inputs(args.paths)
-    if args.url and len(inputs) != 1:
-        raise UserError(f"--url gives one page its URL, but {len(inputs)} pages were given")
-    if not inputs:
-        raise UserError("no HTML files (.html, .htm, .xhtml, .shtml, or those .gz) found in "
-                        + ", ".join(args.paths))
-    out = _open_output(args.output)  # before the model loads: a bad path fails at once
+    archives = any(isinstance(item, Source) for item in inputs)
+    real = [item for item in inputs if not isinstance(item, PathSkip)]
+    if args.url and archives:
+        raise UserError("--url gives one page its URL; the pages of an archive have their "
+                        "records' WARC-Target-URI")
+    if args.url and len(real) != 1:
+        raise UserError(f"--url gives one page its URL, but {len(real)} pages were given")
+    if not real:
+        broken = [item for item in inputs if item.reason != "empty_directory"]
+        if broken:
+            raise UserError(f"{broken[0].path}: {broken[0].detail} ({broken[0].reason})")
+        raise UserError("no HTML files (.html, .htm, .xhtml, .shtml, or those .gz) or WARC/ARC "
+                        "archives found in " + ", ".join(args.paths))
+    progress = state = None
+    if args.output != "-":
+        progress = ExtractProgress(args.output, inputs, _progress_options(args))
+        state = progress.load()
+    # before the model loads: a bad path fails at once
+    out = _open_output(args.output, state["output_bytes"] if state else None)
+    run = _Run(inputs, state, progress, archives)
+    if state:
+        logger.info("resuming %s: %d of %d inputs were done by an earlier run; going on from "
+                    "%s (an archive is read again from its start)", args.output, run.done,
+                    len(inputs), _item_name(inputs[run.done]) if run.done < len(inputs)
+                    else "the end")
     try:
-        jobs = _extract_jobs(args, len(inputs))
+        jobs = _extract_jobs(args, estimated_pages(inputs[run.done:]))
+        chunks = _input_chunks(inputs, args, run)
         if jobs > 1:
-            summary = _extract_all(_process_chunks(inputs, args, jobs), inputs, out, args)
+            results = _process_chunks(chunks, args, jobs)
         else:
             extractor = ArticleExtractor.from_pretrained(args.model, **_extractor_options(args))
-            summary = _extract_all(_local_chunks(extractor, inputs, args), inputs, out, args)
+            results = _local_chunks(extractor, chunks, args)
+        summary = _extract_all(results, out, args, run)
     finally:
         if out is not sys.stdout:
             out.close()
+    if progress is not None:
+        progress.finish()  # the output is whole: a rerun starts over
     print(json.dumps(summary), file=sys.stderr)
     return 0 if summary["extracted"] else 1
+
+
+def _progress_options(args) -> dict:
+    """The options that change ``extract``'s output: a progress file of other ones is not
+    resumed."""
+    return {"format": args.format, "model": args.model, "url": args.url,
+            "threshold": args.threshold, "precision": args.precision, "refine": args.refine,
+            "no_rescorer": args.no_rescorer, "comments": args.comments}
+
+
+def _item_name(item) -> str:
+    from scrapy_grownup.warc.sources import PathSkip, Source
+
+    if isinstance(item, Source):
+        return item.location
+    if isinstance(item, PathSkip):
+        return item.path
+    return str(item)
+
+
+class _Run:
+    """``extract``'s counts (those of the run it resumes included), its progress file and
+    its progress display."""
+
+    def __init__(self, inputs: list, state: dict | None, progress, archives: bool):
+        import time
+
+        counts = (state or {}).get("counts") or {}
+        self.inputs = inputs
+        self.done = int((state or {}).get("done", 0))
+        self.resumed = self.done if state else None
+        self.read = int(counts.get("read", 0))
+        self.extracted = int(counts.get("extracted", 0))
+        self.skipped: Counter = Counter(counts.get("skipped") or {})
+        # ``archives`` and ``records`` of the archives written out; ``item_counts`` holds
+        # those of each archive read (``warc.extract.record_entries``, by input index) until
+        # its last line is written (``finish_inputs``)
+        self.archive_counts = {"archives": int(counts.get("archives", 0)),
+                               "records": int(counts.get("records", 0))}
+        self.item_counts: dict[int, dict] = {}
+        self.finished = self.done
+        self.archives = archives
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.start_read, self.start_extracted = self.read, self.extracted
+
+    def counts(self) -> dict:
+        return {"read": self.read, "extracted": self.extracted,
+                "skipped": dict(sorted(self.skipped.items())), **self.archive_counts}
+
+    def finish_inputs(self, done: int) -> None:
+        """Inputs before ``done`` are written out whole: their archives' counts count."""
+        for index in range(self.finished, done):
+            for key, value in self.item_counts.pop(index, {}).items():
+                self.archive_counts[key] = self.archive_counts.get(key, 0) + value
+        self.finished = max(self.finished, done)
+
+    def position(self, out) -> int:
+        """The output's size now (0 without a progress file: not needed)."""
+        if self.progress is None:
+            return 0
+        out.flush()
+        return os.fstat(out.fileno()).st_size
+
+    def checkpoint(self, done: int, output_bytes: int, counts: dict | None = None) -> None:
+        self.done = done
+        if self.progress is not None:
+            self.progress.save(done, output_bytes, counts or self.counts())
+
+    def rate(self) -> float:
+        import time
+
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        return (self.extracted - self.start_extracted) / elapsed
+
+    def summary(self) -> dict:
+        summary = {"read": self.read, "extracted": self.extracted,
+                   "skipped": dict(sorted(self.skipped.items()))}
+        if self.archives:
+            summary.update(self.archive_counts)
+        if self.resumed is not None:
+            summary["resumed_after"] = self.resumed
+        return summary
 
 
 def _extractor_options(args) -> dict:
@@ -126,33 +247,58 @@ def _extract_jobs(args, pages: int) -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _extract_all(chunks, inputs: list, out, args) -> dict:
-    """Write each article of ``chunks`` (per batch of inputs, one result per page: ``("ok",
-    body)`` or ``("skip", reason, detail)``, in input order), count the rest by reason;
-    returns the summary."""
+def _extract_all(chunks, out, args, run: _Run) -> dict:
+    """Write each article of ``chunks`` (per batch of entries, one result per entry: ``("ok",
+    body)`` or ``("skip", reason, detail[, quiet])``, in input order, with the number of inputs
+    done after it), count the rest by reason, record the progress; returns the summary."""
     from contextlib import closing
 
     from tqdm import tqdm
 
-    skipped: Counter = Counter()
-    extracted = 0
-    # a progress bar on a terminal, for runs of more than one batch
-    progress = tqdm(total=len(inputs), unit="page", file=sys.stderr, leave=False,
-                    disable=None if len(inputs) > args.batch_pages else True)
+    pages = sum(1 for item in run.inputs[run.done:] if isinstance(item, (Path, str)))
+    # on a terminal, a progress bar (records read, pages/s) for archives and for runs of more
+    # than one batch; elsewhere a log line every --log-every entries
+    progress = tqdm(total=None if run.archives else pages, unit=" records" if run.archives
+                    else "page", file=sys.stderr, leave=False,
+                    disable=None if run.archives or pages > args.batch_pages else True)
+    logged = run.read // args.log_every if args.log_every else 0
     with closing(chunks):
-        for results in chunks:
-            for name, result in results:
+        for results, done, owners in chunks:
+            # the output's size where the inputs before ``owner`` are finished: an input's
+            # lines are in the output whole or not at all at a checkpoint
+            boundary = None
+            for (name, result), owner in zip(results, owners):
+                if owner != owners[0] and boundary is None or \
+                        boundary is not None and owner != boundary[0]:
+                    run.finish_inputs(owner)
+                    boundary = (owner, run.position(out), run.counts())
+                run.read += 1
                 if result[0] == "skip":
-                    skipped[result[1]] += 1
-                    logger.warning("%s: skipped (%s): %s", name, result[1], result[2])
+                    run.skipped[result[1]] += 1
+                    quiet = len(result) > 3 and result[3]
+                    logger.log(logging.DEBUG if quiet else logging.WARNING,
+                               "%s: skipped (%s): %s", name, result[1], result[2])
                     continue
-                if args.format != "json" and extracted:
+                if args.format != "json" and run.extracted:
                     out.write("\n")  # a blank line between pages
                 out.write(result[1])
-                extracted += 1
+                run.extracted += 1
+            if done > owners[-1]:  # every input of this batch is finished
+                run.finish_inputs(done)
+                run.checkpoint(done, run.position(out))
+            elif boundary is not None:
+                run.checkpoint(*boundary)
             progress.update(len(results))
+            if not progress.disable:
+                progress.set_postfix_str(f"{run.extracted} articles, {run.rate():.1f} pages/s",
+                                         refresh=False)
+            elif args.log_every and run.read // args.log_every > logged:
+                logged = run.read // args.log_every
+                logger.info("%d read (%s), %d articles, %d skipped, %.1f pages/s", run.read,
+                            "pages and records" if run.archives else "pages", run.extracted,
+                            sum(run.skipped.values()), run.rate())
     progress.close()
-    return {"read": len(inputs), "extracted": extracted, "skipped": dict(sorted(skipped.items()))}
+    return run.summary()
 
 
 def _skip_reason(exc: BaseException) -> str:
@@ -173,9 +319,12 @@ def _page_entries(chunk: list, args) -> list:
 
 
 def chunk_results(extractor, entries: list, output_format: str, comments: bool) -> list:
-    """``[(name, ("ok", body) or ("skip", reason, detail))]`` of ``_page_entries``: each
-    page parsed, the pages' articles made in one batch and rendered (``_render``). The same
-    in this process and in ``--jobs`` processes, so both write the same bytes."""
+    """``[(name, ("ok", body) or ("skip", reason, detail[, quiet]))]`` of entries
+    ``(name, bytes or (reason, detail), url[, extra])`` (``_page_entries``,
+    ``warc.extract.record_entries``; ``extra``: the ``content_type`` the page was served
+    with, the ``fields`` its JSON line gets, ``quiet`` to log its skip as debug): each page
+    parsed, the pages' articles made in one batch and rendered (``_render``). The same in
+    this process and in ``--jobs`` processes, so both write the same bytes."""
     from functools import partial
 
     from scrapy_grownup.page.dom import parse_page
@@ -183,35 +332,87 @@ def chunk_results(extractor, entries: list, output_format: str, comments: bool) 
 
     results: list = [None] * len(entries)
     pages, rows = [], []
-    for i, (name, body, url) in enumerate(entries):
+
+    def skip(i: int, reason: str, detail: str) -> None:
+        extra = entries[i][3] if len(entries[i]) > 3 else None
+        quiet = (True,) if extra and extra.get("quiet") else ()
+        results[i] = (entries[i][0], ("skip", reason, detail, *quiet))
+
+    for i, entry in enumerate(entries):
+        name, body, url = entry[:3]
+        extra = (entry[3] if len(entry) > 3 else None) or {}
         if isinstance(body, tuple):
-            results[i] = (name, ("skip", *body))
+            skip(i, *body)
             continue
         try:
-            pages.append(parse_page(body, url=url, limits=extractor.featurizer.limits))
+            pages.append(parse_page(body, url=url, content_type=extra.get("content_type"),
+                                    limits=extractor.featurizer.limits))
             rows.append(i)
         except GrownupError as exc:
-            results[i] = (name, ("skip", _skip_reason(exc), _first_line(exc)))
+            skip(i, _skip_reason(exc), _first_line(exc))
+    if not pages:  # skips only: no model needed (the extractor may be None)
+        return results
     articles = partial(extractor.article_results, build_markdown=output_format != "text")
-    for i, article in zip(rows, run_split_on_oom(articles, pages)[0] if pages else []):
+    for i, article in zip(rows, run_split_on_oom(articles, pages)[0]):
         name = entries[i][0]
+        fields = ((entries[i][3] if len(entries[i]) > 3 else None) or {}).get("fields")
         if isinstance(article, GrownupError):
-            results[i] = (name, ("skip", _skip_reason(article), _first_line(article)))
+            skip(i, _skip_reason(article), _first_line(article))
             continue
         try:
-            body = _render(article, name, output_format, comments)
+            body = _render(article, name, output_format, comments, fields)
         except GrownupError as exc:  # a lazily built Markdown's own failure
-            results[i] = (name, ("skip", "article_error", _first_line(exc)))
+            skip(i, "article_error", _first_line(exc))
             continue
-        results[i] = (name, ("ok", body) if body is not None
-                      else ("skip", "no_content", "the model kept no text"))
+        if body is None:
+            skip(i, "no_content", "the model kept no text")
+        else:
+            results[i] = (name, ("ok", body))
     return results
 
 
-def _local_chunks(extractor, inputs: list, args):
-    for start in range(0, len(inputs), args.batch_pages):
-        entries = _page_entries(inputs[start:start + args.batch_pages], args)
-        yield chunk_results(extractor, entries, args.format, args.comments)
+# Entries (skips) a batch holds at most besides its pages: an archive of nothing but
+# revisits still goes out in bounded batches.
+MAX_BATCH_ENTRIES = 4096
+
+
+def _item_entries(index: int, item, args, run: _Run):
+    from scrapy_grownup.page.limits import PageLimits
+    from scrapy_grownup.warc.extract import path_skip_entry, record_entries
+    from scrapy_grownup.warc.sources import PathSkip, Source
+
+    if isinstance(item, PathSkip):
+        yield path_skip_entry(item)
+    elif isinstance(item, Source):
+        yield from record_entries(item, PageLimits().max_bytes,
+                                  run.item_counts.setdefault(index, {}))
+    else:
+        yield from _page_entries([item], args)
+
+
+def _input_chunks(inputs: list, args, run: _Run):
+    """``(entries, done, owners)``: the inputs not done yet as batches of at most
+    ``--batch-pages`` pages (and the skips among them), streamed (an archive's records are
+    read as the batches are needed); ``done``: how many inputs are finished once this batch
+    is written; ``owners``: the input (index) of each entry."""
+    batch: list = []
+    owners: list = []
+    pages = 0
+    for index in range(run.done, len(inputs)):
+        for entry in _item_entries(index, inputs[index], args, run):
+            if batch and (pages >= args.batch_pages or len(batch) >= MAX_BATCH_ENTRIES):
+                yield batch, index, owners
+                batch, owners, pages = [], [], 0
+            batch.append(entry)
+            owners.append(index)
+            pages += not isinstance(entry[1], tuple)
+    if batch:
+        yield batch, len(inputs), owners
+
+
+def _local_chunks(extractor, chunks, args):
+    for entries, done, owners in chunks:
+        yield chunk_results(extractor, entries, args.format, args.comments), done, owners
 
 
 def _chunk_results_in_job(entries: list, output_format: str, comments: bool) -> list:
@@ -238,10 +439,10 @@ async def job_batch(pool, entries: list, output_format: str, comments: bool) -> 
                 for row in await job_batch(pool, [entry], output_format, comments)]
 
 
-def _process_chunks(inputs: list, args, jobs: int):
+def _process_chunks(chunks, args, jobs: int):
     """``_local_chunks`` in ``jobs`` processes, each with its own model (loaded once, as the
     crawl's model process), twice as many batches handed out as there are processes; results
-    in input order (``job_batch``)."""
+    in input order (``job_batch``). A batch of skips alone is not sent anywhere."""
     import asyncio
 
     from scrapy_grownup.page.limits import PageLimits
@@ -254,7 +455,7 @@ def _process_chunks(inputs: list, args, jobs: int):
                                  options["threads"], options["threshold"], options["refine"],
                                  options["rescore"]))
     loop = asyncio.new_event_loop()
-    pending: list = []
+    pending: list = []  # (task, done, owners, sent to a process)
 
     async def load():
         await asyncio.gather(*(pool.call(describe, what="loading the model")
@@ -263,32 +464,41 @@ def _process_chunks(inputs: list, args, jobs: int):
     try:
         # every process loads its model first; one that cannot says why, once
         loop.run_until_complete(load())
-        for start in range(0, len(inputs), args.batch_pages):
-            entries = _page_entries(inputs[start:start + args.batch_pages], args)
-            pending.append(loop.create_task(job_batch(pool, entries, args.format,
-                                                      args.comments)))
-            if len(pending) >= 2 * jobs:
-                yield loop.run_until_complete(pending.pop(0))
+        for entries, done, owners in chunks:
+            sent = any(not isinstance(entry[1], tuple) for entry in entries)
+            if sent:
+                task = loop.create_task(job_batch(pool, entries, args.format, args.comments))
+            else:
+                task = loop.create_future()
+                task.set_result(chunk_results(None, entries, args.format, args.comments))
+            pending.append((task, done, owners, sent))
+            while sum(1 for *_, busy in pending if busy) >= 2 * jobs:
+                task, done, owners, _ = pending.pop(0)
+                yield loop.run_until_complete(task), done, owners
         while pending:
-            yield loop.run_until_complete(pending.pop(0))
+            task, done, owners, _ = pending.pop(0)
+            yield loop.run_until_complete(task), done, owners
     finally:
-        for task in pending:
+        for task, *_ in pending:
             task.cancel()
         pool.close()
         loop.run_until_complete(asyncio.sleep(0))
         loop.close()
 
 
-def _render(article, name: str, output_format: str, comments: bool = False) -> str | None:
+def _render(article, name: str, output_format: str, comments: bool = False,
+            fields: dict | None = None) -> str | None:
     """One article as ``output_format`` (a JSON line, or the text / Markdown ending in a
     newline); ``None`` when it has no text. ``comments`` appends the readers' comments (the
     role head's ``comments`` field) to text and Markdown; JSON always has them in
-    ``comments``."""
+    ``comments``. ``fields`` are added to the JSON line (an archive record's ``path`` and
+    ``warc``)."""
     if not article.text.strip():
         return None
     if output_format == "json":
         record = article.to_dict()
         record["path"] = name
+        record.update(fields or {})
         return json.dumps(record, ensure_ascii=False) + "\n"
     body = (article.markdown if output_format == "markdown" else article.text).rstrip("\n")
     if comments and (article.comments or "").strip():
@@ -402,12 +612,28 @@ def cmd_export(args) -> int:
     from scrapy_grownup.decisions.rescorer import RESCORER_FILE
 
     rescorer = Path(args.model) / RESCORER_FILE
-    if rescorer.is_file():  # grownup fit-rescorer's: it reads this model's scores
+    if rescorer.is_file():  # grownup lab fit-rescorer's: it reads this model's scores
         import shutil
 
         shutil.copy2(rescorer, Path(args.out) / RESCORER_FILE)
     print(json.dumps({"exported": args.out, "fp16": not args.fp32, **metadata["inference"],
                       "rescorer": rescorer.is_file()}))
+    return 0
+
+
+def cmd_export_onnx(args) -> int:
+    try:
+        from scrapy_grownup.model.onnx_export import export_onnx
+    except ImportError as exc:  # pragma: no cover - torch missing: the [train] extra
+        raise UserError(f"exporting needs the [train] extra ({exc})") from None
+    try:
+        path = export_onnx(args.model)
+    except (ImportError, ModuleNotFoundError) as exc:
+        raise UserError(f"exporting needs the [train] extra: pip install "
+                        f"'scrapy-grownup[train]' ({exc})") from None
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    print(path)
     return 0
 
 
@@ -481,7 +707,18 @@ def _version() -> str:
             f"(Python {sys.version_info.major}.{sys.version_info.minor})")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``grownup`` parser. With ``command`` (the one being run), the other commands that
+    read training, pre-training or corpus options are listed but their options are left out,
+    so running ``grownup extract`` never imports the modules that define those."""
+
+    def stub(p: argparse.ArgumentParser, name: str) -> bool:
+        """True (and ``p`` takes any words) where ``name`` is not the command being run."""
+        if command is None or command == name:
+            return False
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        return True
+
     parser = argparse.ArgumentParser(prog="grownup", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-V", "--version", action="version", version=_version(),
@@ -490,19 +727,35 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log debug messages, and show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("extract", help="extract the articles of saved web pages",
+    p = sub.add_parser("extract", help="extract the articles of saved web pages and web "
+                       "archives",
                        description="Extract the main content of saved web pages (files, "
                                    "directories of .html/.htm files, .gz files, or - for "
-                                   "standard input). Writes one JSON object per article "
-                                   "(--format json), or the text or Markdown of each page; "
-                                   "pages without an article are skipped and counted, and a "
-                                   "summary line goes to standard error. Exits 1 when no "
+                                   "standard input) and of WARC/ARC web archives (plain or "
+                                   "gzipped, known by their first bytes, not their names): "
+                                   "every HTML response of an archive is one page, its JSON "
+                                   "line holding the archive's path and the record's "
+                                   "WARC-Target-URI, WARC-Date and WARC-Record-ID under "
+                                   "\"warc\". Writes one JSON object per article (--format "
+                                   "json), or the text or Markdown of each page; pages "
+                                   "without an article, and records that are no HTML page "
+                                   "(requests, revisits, other types, redirects, truncated "
+                                   "or broken records), are skipped and counted by reason, "
+                                   "and a summary line goes to standard error. With -o FILE, "
+                                   "a run that was stopped resumes when the same command is "
+                                   "run again: it keeps FILE up to the last input it had "
+                                   "finished and goes on from there, reading the archive it "
+                                   "stopped in again from its start (FILE.progress.json "
+                                   "holds its progress until the run ends; with other inputs "
+                                   "or options it says so and starts over). Exits 1 when no "
                                    "page gave an article, 2 on a usage error.")
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="HTML file (also .gz), directory (searched for .html, .htm, .xhtml, "
-                        ".shtml and those .gz), or - for standard input")
+                   help="HTML file (also .gz), WARC/ARC archive (.warc, .arc, gzipped or "
+                        "not; a file or an http(s) URL), directory (searched for .html, .htm, "
+                        ".xhtml, .shtml, those .gz, and archives), or - for standard input")
     p.add_argument("-o", "--output", default="-",
-                   help="write here instead of standard output")
+                   help="write here instead of standard output; a stopped run of the same "
+                        "command resumes it")
     p.add_argument("-f", "--format", choices=OUTPUT_FORMATS, default="json",
                    help="json: one JSON object per article (text, Markdown, metadata, path); "
                         "text or markdown: each page's article, pages separated by a blank "
@@ -544,20 +797,165 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes that extract pages side by side, each with its own model "
                         "and --threads torch threads (default: auto: one per CPU core on a "
                         "CPU; 1 on a GPU, or when every page fits one batch); 1 extracts in "
-                        "this process")
+                        "this process. Archives are read here, their pages extracted in the "
+                        "processes")
+    p.add_argument("--log-every", type=_positive_int, default=10_000, metavar="N",
+                   help="when standard error is not a terminal, log the counts every N pages "
+                        "and records read (on a terminal a progress bar shows records and "
+                        "pages/s; default: 10000)")
     _add_threads(p)
     p.set_defaults(func=cmd_extract)
 
+    p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
+    if not stub(p, "train"):
+        _train_arguments(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("inspect", help="render a page shaded by content score")
+    p.add_argument("page", help="HTML file (also .gz), or - for standard input")
+    p.add_argument("-o", "--output", required=True, help="the HTML report to write")
+    p.add_argument("--model", default="auto",
+                   help="shipped model name or directory (default: auto, which is default on "
+                        "a GPU and fast on a CPU)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available)")
+    _add_threads(p)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("warc", help="featurize WARC/ARC archives into a pre-training corpus",
+                       description="Read archives (or a scrapy-redis queue of them) into "
+                                   "sharded graphs and same-website pairs.")
+    if not stub(p, "warc"):
+        from scrapy_grownup.warc.command import add_arguments as warc_arguments
+
+        warc_arguments(p)
+    p.set_defaults(func=cmd_warc)
+
+    p = sub.add_parser("pretrain", help="self-supervised pre-training on a corpus from "
+                       "grownup warc",
+                       description="Masked node-feature prediction and same-website pairs "
+                                   "(GROWN+UP 2.4); fine-tune afterwards with: grownup train "
+                                   "--init OUT/best")
+    if not stub(p, "pretrain"):
+        from scrapy_grownup.pretraining.command import add_arguments as pretrain_arguments
+
+        pretrain_arguments(p)
+    p.set_defaults(func=cmd_pretrain)
+    p = sub.add_parser("lab", help="research tools: cross-site evaluation, fitting heads, the "
+                       "rescorer and the page-type classifier, exports (grownup lab -h)",
+                       description="Research tools: measuring across sites, fitting the heads, "
+                                   "the block rescorer and the page-type classifier, exporting "
+                                   "models and the static encoder.")
+    if stub(p, "lab"):
+        return parser
+    lab = p.add_subparsers(dest="lab_command", required=True, metavar="TOOL")
+
+    p = lab.add_parser("presets", help="the model presets and their parameter counts")
+    p.add_argument("--encoder", default="minilm", choices=["static", "minilm"],
+                   help="count parameters for this encoder's features (default: minilm)")
+    p.set_defaults(func=cmd_presets)
+
+    from scrapy_grownup.training import fit_heads as heads_module, genre as genre_module, roles as roles_module
+    from scrapy_grownup.training import genre_sites as genre_sites_module
+
+    p = lab.add_parser("page-type-cv", help="10-fold CV of the page-type head vs a TF-IDF "
+                   "baseline")
+    genre_module.add_arguments(p)
+    p.set_defaults(func=cmd_genre_cv)
+
+    p = lab.add_parser("page-type-sites", help="page type on unseen sites: the page-type head on "
+                   "the "
+                       "site-cv folds' backbones vs text baselines, same folds")
+    genre_sites_module.add_arguments(p)
+    p.set_defaults(func=cmd_genre_sites)
+
+    p = lab.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
+    roles_module.add_arguments(p)
+    p.set_defaults(func=cmd_roles_eval)
+
+    p = lab.add_parser("fit-heads", help="add genre and role heads to a content model "
+                       "(frozen backbone)")
+    heads_module.add_arguments(p)
+    p.set_defaults(func=cmd_fit_heads)
+
+    from scrapy_grownup.training import rescorer as rescorer_module
+
+    p = lab.add_parser("fit-rescorer", help="fit the block rescorer on the site-cv folds' "
+                       "out-of-fold scores; measure it across sites; add it to a model")
+    rescorer_module.add_arguments(p)
+    p.set_defaults(func=cmd_fit_rescorer)
+
+    from scrapy_grownup.training import page_type as page_type_module
+
+    p = lab.add_parser("fit-page-type", help="fit the page-type classifier (a linear SVM on page "
+                       "text, URL, signals and pooled backbone; --stack: boosted trees on it) on "
+                       "a page-type set; add it to a model")
+    page_type_module.add_arguments(p)
+    p.set_defaults(func=cmd_fit_page_type)
+
+    p = lab.add_parser("evaluate", help="score models and baselines on test pages")
+    p.add_argument("--model", action="append", default=None,
+                   help="model name or directory (repeatable; default: auto, which is "
+                        "default on a GPU and fast on a CPU)")
+    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
+    p.add_argument("--limit", type=int, default=None, help="pages per dataset")
+    p.add_argument("--no-trafilatura", action="store_true",
+                   help="leave trafilatura out (every protocol)")
+    p.add_argument("--no-embedding-cache", action="store_true",
+                   help="do not keep a model encoder's vectors under ~/.cache/scrapy_grownup")
+    p.add_argument("--json", default=None, help="also write rows as JSON lines here")
+    p.add_argument("--device", default=None)
+    from scrapy_grownup.training.crosssite import add_arguments as crosssite_arguments
+
+    crosssite_arguments(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = lab.add_parser("export", help="save a trained model for shipping (fp16, options)")
+    p.add_argument("model", help="trained model directory, e.g. runs/x/best")
+    p.add_argument("--out", required=True, help="directory to write the model to")
+    p.add_argument("--threshold", type=probability, default=0.5,
+                   help="content probability cut-off the model will use (default: 0.5)")
+    p.add_argument("--refine", action="store_true",
+                   help="the model will keep only the largest content group by default")
+    p.add_argument("--fp32", action="store_true", help="keep 32-bit weights (default: 16-bit)")
+    p.set_defaults(func=cmd_export)
+
+    p = lab.add_parser("distill-static", help="distil the static encoder from MiniLM")
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="OPTION",
+                   help="options of the distillation, after -- (grownup lab distill-static -- "
+                        "--help lists them)")
+    p.set_defaults(func=cmd_distill)
+
+    from scrapy_grownup.training import dataset_warc as dataset_warc_module
+
+    p = lab.add_parser("dataset-warc", help="write the datasets' pages to a WARC for grownup "
+                       "warc, leaving out a cross-site measurement's test sites",
+                       description="Write the labelled sets' pages that have URLs to one "
+                                   "WARC archive, for grownup warc and grownup pretrain. With "
+                                   "--hold or --fold, every page of a site group or host that "
+                                   "the named leave-out plan or site-cv fold tests on is left "
+                                   "out, so a backbone pre-trained on it may be measured there.")
+    dataset_warc_module.add_arguments(p)
+    p.set_defaults(func=cmd_dataset_warc)
+
+    p = lab.add_parser("export-onnx", help="write a model's backbone.onnx (ONNX Runtime on a "
+                       "CPU; needs the [train] extra)")
+    p.add_argument("model", help="model directory (written by grownup train or lab export)")
+    p.set_defaults(func=cmd_export_onnx)
+
+    return parser
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
     from scrapy_grownup.training.loop import PRECISIONS
 
-    p = sub.add_parser("train", help="fine-tune a content extractor on training splits")
     p.add_argument("--out", required=True, help="run directory (resumes if it has a checkpoint)")
     p.add_argument("--datasets", default="dragnet,cleaneval,pagetype",
                    help="comma-separated training sets (default: dragnet,cleaneval,pagetype)")
     p.add_argument("--encoder", default="static", choices=["static", "minilm"],
                    help="text encoder of the node features (default: static)")
     p.add_argument("--preset", default="small",
-                   help="model shape (grownup presets lists them; default: small)")
+                   help="model shape (grownup lab presets lists them; default: small)")
     p.add_argument("--model-overrides", default=None, help="JSON of ModelConfig fields")
     p.add_argument("--epochs", type=int, default=30, help="most epochs (default: 30)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 0.001)")
@@ -580,130 +978,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the forward pass's arithmetic: fp32 (default) or bf16 (autocast to "
                         "bfloat16, weights and losses in float32; faster on CPUs with "
                         "AVX512-BF16 and on GPUs, many times slower on other CPUs)")
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser("presets", help="the model presets and their parameter counts")
-    p.add_argument("--encoder", default="minilm", choices=["static", "minilm"],
-                   help="count parameters for this encoder's features (default: minilm)")
-    p.set_defaults(func=cmd_presets)
-
-    from scrapy_grownup.training import fit_heads as heads_module, genre as genre_module, roles as roles_module
-    from scrapy_grownup.training import genre_sites as genre_sites_module
-
-    p = sub.add_parser("genre-cv", help="10-fold CV of the genre head vs a TF-IDF baseline")
-    genre_module.add_arguments(p)
-    p.set_defaults(func=cmd_genre_cv)
-
-    p = sub.add_parser("genre-sites", help="page type on unseen sites: the genre head on the "
-                       "site-cv folds' backbones vs text baselines, same folds")
-    genre_sites_module.add_arguments(p)
-    p.set_defaults(func=cmd_genre_sites)
-
-    p = sub.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
-    roles_module.add_arguments(p)
-    p.set_defaults(func=cmd_roles_eval)
-
-    p = sub.add_parser("fit-heads", help="add genre and role heads to a content model "
-                       "(frozen backbone)")
-    heads_module.add_arguments(p)
-    p.set_defaults(func=cmd_fit_heads)
-
-    from scrapy_grownup.training import rescorer as rescorer_module
-
-    p = sub.add_parser("fit-rescorer", help="fit the block rescorer on the site-cv folds' "
-                       "out-of-fold scores; measure it across sites; add it to a model")
-    rescorer_module.add_arguments(p)
-    p.set_defaults(func=cmd_fit_rescorer)
-
-    from scrapy_grownup.training import page_type as page_type_module
-
-    p = sub.add_parser("fit-page-type", help="fit the page-type classifier (a linear SVM on page "
-                       "text, URL, signals and pooled backbone; --stack: boosted trees on it) on "
-                       "a page-type set; add it to a model")
-    page_type_module.add_arguments(p)
-    p.set_defaults(func=cmd_fit_page_type)
-
-    p = sub.add_parser("evaluate", help="score models and baselines on test pages")
-    p.add_argument("--model", action="append", default=None,
-                   help="model name or directory (repeatable; default: auto, which is "
-                        "default on a GPU and fast on a CPU)")
-    p.add_argument("--datasets", default="dragnet,cleaneval,pagetype")
-    p.add_argument("--limit", type=int, default=None, help="pages per dataset")
-    p.add_argument("--no-trafilatura", action="store_true",
-                   help="leave trafilatura out (every protocol)")
-    p.add_argument("--no-embedding-cache", action="store_true",
-                   help="do not keep a model encoder's vectors under ~/.cache/scrapy_grownup")
-    p.add_argument("--json", default=None, help="also write rows as JSON lines here")
-    p.add_argument("--device", default=None)
-    from scrapy_grownup.training.crosssite import add_arguments as crosssite_arguments
-
-    crosssite_arguments(p)
-    p.set_defaults(func=cmd_evaluate)
-
-    p = sub.add_parser("inspect", help="render a page shaded by content score")
-    p.add_argument("page", help="HTML file (also .gz), or - for standard input")
-    p.add_argument("-o", "--output", required=True, help="the HTML report to write")
-    p.add_argument("--model", default="auto",
-                   help="shipped model name or directory (default: auto, which is default on "
-                        "a GPU and fast on a CPU)")
-    p.add_argument("--device", default=None,
-                   help="cpu, cuda or cuda:N (default: cuda when available)")
-    _add_threads(p)
-    p.set_defaults(func=cmd_inspect)
-
-    p = sub.add_parser("export", help="save a trained model for shipping (fp16, options)")
-    p.add_argument("model", help="trained model directory, e.g. runs/x/best")
-    p.add_argument("--out", required=True, help="directory to write the model to")
-    p.add_argument("--threshold", type=probability, default=0.5,
-                   help="content probability cut-off the model will use (default: 0.5)")
-    p.add_argument("--refine", action="store_true",
-                   help="the model will keep only the largest content group by default")
-    p.add_argument("--fp32", action="store_true", help="keep 32-bit weights (default: 16-bit)")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("distill-static", help="distil the static encoder from MiniLM")
-    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="OPTION",
-                   help="options of the distillation, after -- (grownup distill-static -- "
-                        "--help lists them)")
-    p.set_defaults(func=cmd_distill)
-
-    from scrapy_grownup.training import dataset_warc as dataset_warc_module
-
-    p = sub.add_parser("dataset-warc", help="write the datasets' pages to a WARC for grownup "
-                       "warc, leaving out a cross-site measurement's test sites",
-                       description="Write the labelled sets' pages that have URLs to one "
-                                   "WARC archive, for grownup warc and grownup pretrain. With "
-                                   "--hold or --fold, every page of a site group or host that "
-                                   "the named leave-out plan or site-cv fold tests on is left "
-                                   "out, so a backbone pre-trained on it may be measured there.")
-    dataset_warc_module.add_arguments(p)
-    p.set_defaults(func=cmd_dataset_warc)
-
-    from scrapy_grownup.warc.command import add_arguments as warc_arguments
-
-    p = sub.add_parser("warc", help="featurize WARC/ARC archives into a pre-training corpus",
-                       description="Read archives (or a scrapy-redis queue of them) into "
-                                   "sharded graphs and same-website pairs.")
-    warc_arguments(p)
-    p.set_defaults(func=cmd_warc)
-
-    from scrapy_grownup.pretraining.command import add_arguments as pretrain_arguments
-
-    p = sub.add_parser("pretrain", help="self-supervised pre-training on a corpus from "
-                       "grownup warc",
-                       description="Masked node-feature prediction and same-website pairs "
-                                   "(GROWN+UP 2.4); fine-tune afterwards with: grownup train "
-                                   "--init OUT/best")
-    pretrain_arguments(p)
-    p.set_defaults(func=cmd_pretrain)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    args = build_parser().parse_args(argv)
-    if args.command == "evaluate" and args.model is None and \
+    argv = sys.argv[1:] if argv is None else list(argv)
+    words = [word for word in argv if not word.startswith("-")]
+    args = build_parser(command=words[0] if words else "").parse_args(argv)
+    command = args.command if args.command != "lab" else f"lab {args.lab_command}"
+    if getattr(args, "lab_command", None) == "evaluate" and args.model is None and \
             args.protocol in ("in-domain", "model"):  # the protocols that load --model
         from scrapy_grownup.extractor import auto_model
 
@@ -722,7 +1006,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, GrownupError, OSError) as exc:
         if args.verbose:
             raise
-        print(f"grownup {args.command}: error: {_error_line(exc)}", file=sys.stderr)
+        print(f"grownup {command}: error: {_error_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -15,8 +15,10 @@ import asyncio
 import logging
 
 from scrapy.exceptions import NotConfigured
+from scrapy.logformatter import LogFormatter
 
-from scrapy_grownup.errors import SettingsError
+from scrapy_grownup.crawl.items import ArticleLogFormatter
+from scrapy_grownup.errors import DeviceError, SettingsError
 from scrapy_grownup.crawl.middlewares import ArticleSpiderMiddleware, FeaturizeMiddleware
 from scrapy_grownup.crawl.pipelines import ArticlePipeline
 from scrapy_grownup.crawl.settings import DEFAULTS, GrownupSettings, check, unknown_names
@@ -28,6 +30,7 @@ PRIORITIES = {
     "ITEM_PIPELINES": (ArticlePipeline, 100),
 }
 WARC_ARCHIVE_PRIORITY = 950
+DEFAULT_LOG_FORMATTER = "scrapy.logformatter.LogFormatter"
 
 
 class Addon:
@@ -47,8 +50,10 @@ class Addon:
         try:
             enabled = check(settings, "GROWNUP_ENABLED")
             if enabled:
-                GrownupSettings.from_settings(settings)
-        except SettingsError as exc:
+                from scrapy_grownup.model.cuda import check_device
+
+                check_device(GrownupSettings.from_settings(settings).device)
+        except (SettingsError, DeviceError) as exc:
             stop_crawl(exc)
         if not enabled:
             raise NotConfigured("GROWNUP_ENABLED is off")
@@ -58,6 +63,8 @@ class Addon:
             settings.setdefault(name, value, "addon")
         for setting, (component, priority) in PRIORITIES.items():
             settings.setdefault_in_component_priority_dict(setting, component, priority)
+        if settings.get("LOG_FORMATTER") in (DEFAULT_LOG_FORMATTER, LogFormatter):
+            settings.set("LOG_FORMATTER", ArticleLogFormatter, "addon")
         meta_refresh = "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware"
         base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
         own = settings.getdict("DOWNLOADER_MIDDLEWARES")
@@ -77,7 +84,7 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", WarcArchiveMiddleware, WARC_ARCHIVE_PRIORITY)
 
 
-def stop_crawl(error: SettingsError):
+def stop_crawl(error: SettingsError | DeviceError):
     """Stop a crawl whose settings are bad: one error line, then ``SystemExit(1)`` where the
     crawl runs in an asyncio task (``scrapy crawl`` / ``runspider`` / ``parse`` and
     ``AsyncCrawlerProcess``: Scrapy exits with status 1 and prints no traceback), else the

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 
 import scrapy
+import scrapy.logformatter
 from itemadapter import ItemAdapter
 
 from scrapy_grownup.output.article import Article
@@ -27,10 +28,46 @@ def article_fields() -> list[str]:
     return names + [name for name in EXTRA_FIELDS if name not in names]
 
 
+# Item fields whose values are long: cut (text) or left out (the rest) in log lines.
+LONG_FIELDS = {"text": 200, "markdown": 0, "html": 0, "comments": 0, "related_links": 0}
+
+
+def short_item(item) -> dict:
+    """A copy of ``item``'s fields for a log line: ``text`` cut to its first characters with its
+    length, the other long fields (Markdown, comments, related links) replaced by their size."""
+    values = dict(ItemAdapter(item).items())
+    for name, keep in LONG_FIELDS.items():
+        value = values.get(name)
+        if not value or not hasattr(value, "__len__"):
+            continue
+        size = f"({len(value)} {'characters' if isinstance(value, str) else 'entries'})"
+        if keep and isinstance(value, str):
+            values[name] = (value[:keep] + "... " + size) if len(value) > keep else value
+        else:
+            values[name] = size
+    return values
+
+
 ArticleItem = type("ArticleItem", (scrapy.Item,), {
     "__doc__": "A scrapy.Item with every field the add-on fills.",
     **{name: scrapy.Field() for name in article_fields()},
+    "__repr__": lambda self: f"ArticleItem({short_item(self)!r})",
 })
+
+
+class ArticleLogFormatter(scrapy.logformatter.LogFormatter):
+    """Scrapy's log formatter, with items shortened (``short_item``): a DEBUG line per item
+    instead of every article's whole text and Markdown. The add-on sets it as
+    ``LOG_FORMATTER`` unless the project has its own."""
+
+    def scraped(self, item, response, spider):
+        return super().scraped(short_item(item), response, spider)
+
+    def dropped(self, item, exception, response, spider):
+        return super().dropped(short_item(item), exception, response, spider)
+
+    def item_error(self, item, exception, response, spider):
+        return super().item_error(short_item(item), exception, response, spider)
 
 
 def article_values(article: Article, text_field: str = "text") -> dict[str, object]:

@@ -5,13 +5,15 @@ off. The model and text encoder stay loaded (on the GPU when there is one) betwe
 CUDA out-of-memory error halves the batch and retries; a page that fails on its own gets a
 ``ModelError``, the other pages of its batch do not. Each page's article, Markdown included, is
 built here on its own before the batch is sent back, so a page whose article fails
-(``ArticleError``) fails alone too.
+(``ArticleError``) fails alone too, and a page whose parsing and article together take longer
+than ``GROWNUP_PAGE_TIMEOUT`` is a ``PageTimeoutError`` (the crawl's ``timeout`` drop).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from contextlib import contextmanager
 from functools import partial
 from typing import Sequence
 
@@ -20,7 +22,8 @@ from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.errors import GrownupError, ModelError
 from scrapy_grownup.extractor import is_out_of_memory, run_split_on_oom  # noqa: F401 - also imported here
 from scrapy_grownup.page.limits import PageLimits
-from scrapy_grownup.crawl.workers import ParsedPage, background_process
+from scrapy_grownup.crawl.workers import (PageTimeoutError, ParsedPage, background_process,
+                                          name_process, time_budget)
 
 logger = logging.getLogger(__name__)
 WARMUP_PAGE = (b"<html><head><title>warm-up</title></head><body><div class=main><h1>Warm-up"
@@ -30,10 +33,15 @@ _state: dict = {}
 
 def load_extractor(model: str, device: str | None, limits: PageLimits,
                    batch_nodes: int | None, threads: int, threshold: float | None = None,
-                   refine: bool | None = None, rescore: bool | None = None) -> None:
-    """Process initializer: load and warm up the model; a failure is kept for ``describe``."""
+                   refine: bool | None = None, rescore: bool | None = None,
+                   page_timeout: float | None = None) -> None:
+    """Process initializer: load and warm up the model; a failure is kept for ``describe``.
+    ``page_timeout``: ``GROWNUP_PAGE_TIMEOUT``, what each page's parsing and article may take
+    together (``score_articles``)."""
     _state.clear()
+    _state["page_timeout"] = page_timeout or None
     background_process()
+    name_process("grownup-model")
     try:
         from scrapy_grownup.page.dom import parse_page
         from scrapy_grownup.extractor import ArticleExtractor
@@ -87,9 +95,32 @@ def score_articles(pages: Sequence[PageStructure | ParsedPage]
     and the article's (``ArticleError``; Markdown is built here, not while pickling). A crawl
     sends its workers' ``ParsedPage``s, unpickled here."""
     extractor = loaded_extractor()
+    budget = _state.get("page_timeout")
+    # the seconds each page already spent of its budget, in its featurization worker
+    spent = [p.parse_seconds if isinstance(p, ParsedPage) else 0.0 for p in pages]
     pages = [p.page if isinstance(p, ParsedPage) else p for p in pages]
-    return run_split_on_oom(partial(extractor.article_results, build_markdown=True), pages,
-                            _empty_cuda_cache)
+    guard = None
+    if budget is not None:
+        spent_of = {id(page): seconds for page, seconds in zip(pages, spent)}
+
+        def guard(page):
+            return article_budget(budget, spent_of.get(id(page), 0.0))
+    return run_split_on_oom(partial(extractor.article_results, build_markdown=True,
+                                    page_guard=guard), pages, _empty_cuda_cache)
+
+
+@contextmanager
+def article_budget(budget: float, spent: float):
+    """What is left of a page's ``budget`` seconds after ``spent`` parsing it, for its article
+    (decisions, metadata, text, Markdown); past it, ``PageTimeoutError``. The model's forward
+    pass, shared by the pages of a batch, is no page's own and is not counted."""
+    message = (f"parsing and building its article took longer than {budget:g} s "
+               f"(GROWNUP_PAGE_TIMEOUT; parsing took {spent:.2f} s)")
+    left = budget - spent
+    if left <= 0:
+        raise PageTimeoutError(message)
+    with time_budget(left, message):
+        yield
 
 
 def _empty_cuda_cache() -> None:

@@ -98,7 +98,7 @@ class GrownupRuntime:
                                  initializer=load_extractor,
                                  initargs=(s.model, s.device, s.limits, s.batch_nodes,
                                            s.model_threads, s.threshold, s.refine,
-                                           s.rescorer))
+                                           s.rescorer, s.page_timeout))
         self.model_info = await self.model.call(describe, what=f"loading {s.model!r}")
         if s.page_types and not self.model_info["num_genres"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "

@@ -290,7 +290,9 @@ class GrownupSettings:
     workers: int
     max_pending_pages: int
     limits: PageLimits
-    page_timeout: float | None  # seconds a page may take in a featurization worker; None: no cap
+    # seconds a page may take: its parsing in a featurization worker, then its article
+    # (decisions, metadata, text, Markdown) in the model's process; None: no cap
+    page_timeout: float | None
     page_types: frozenset[str]
     min_text_length: int
     auto_items: bool

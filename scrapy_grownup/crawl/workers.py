@@ -24,6 +24,7 @@ import pickle
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -40,12 +41,47 @@ class WorkerCrashedError(GrownupError):
 
 
 class PageTimeoutError(GrownupError):
-    """Parsing this page took longer than its time budget (``GROWNUP_PAGE_TIMEOUT``)."""
+    """This page took longer than its time budget (``GROWNUP_PAGE_TIMEOUT``): its parsing in
+    a featurization worker, or parsing and then its article (metadata, text, Markdown) in the
+    model's process."""
 
 
 class _BudgetExceeded(BaseException):
-    """Raised by the worker's alarm inside ``parse_page``: a ``BaseException``, so that no
-    ``except Exception`` on the way (``own_error`` included) can swallow it."""
+    """Raised by the alarm of ``time_budget`` inside the work it bounds: a ``BaseException``,
+    so that no ``except Exception`` on the way (``own_error`` included) can swallow it."""
+
+
+def _budget_exceeded(signum, frame):
+    raise _BudgetExceeded()
+
+
+@contextmanager
+def time_budget(seconds: float, message: str):
+    """Raise ``PageTimeoutError(message)`` where the block runs past ``seconds``.
+
+    On a process's main thread an interval timer interrupts the block at the budget (its
+    signal reaches Python code, regular expressions and sleeps; code that never returns to
+    the interpreter is ``ProcessPool.call``'s business). Elsewhere (a thread: no signal is
+    delivered there) the block runs to its end and raises if it took longer, so the page is
+    the same counted ``timeout`` either way.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        start = time.perf_counter()
+        yield
+        if time.perf_counter() - start > seconds:
+            raise PageTimeoutError(message)
+        return
+    previous = signal.signal(signal.SIGALRM, _budget_exceeded)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _BudgetExceeded:
+        raise PageTimeoutError(message) from None
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 # Worker processes run at a lower scheduling priority than the crawl: when the cores are
@@ -102,6 +138,18 @@ def parent_bound_pool(workers: int, start_method: str | None = None) -> ProcessP
     context = multiprocessing.get_context(start_method) if start_method else None
     return ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
                                initializer=exit_with_parent)
+
+
+def name_process(name: str) -> None:
+    """Give this worker process a name that ``top``, ``ps -o comm`` and psutil show
+    (``grownup-worker``, ``grownup-model``): Linux only, at most 15 characters."""
+    if multiprocessing.parent_process() is None:
+        return
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as comm:
+            comm.write(name[:15])
+    except OSError:  # not Linux: the interpreter's name stays
+        pass
 
 
 def limit_threads() -> None:
@@ -332,11 +380,8 @@ def featurization_worker(page_budget: float | None = None) -> None:
     """Initializer of a featurization worker: ``limit_threads`` and the per-page budget."""
     global _page_budget
     limit_threads()
+    name_process("grownup-worker")
     _page_budget = page_budget or None
-
-
-def _budget_exceeded(signum, frame):
-    raise _BudgetExceeded()
 
 
 def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
@@ -346,10 +391,11 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
     properties of ``PageStructure``) computed with it, so they travel with the page and the
     model's process, which every page of a crawl goes through, does not compute them.
 
-    In a worker process a page gets ``_page_budget`` seconds (an interval timer; its signal
-    interrupts Python code, regular expressions and sleeps): past it the page raises
-    ``PageTimeoutError`` and the worker takes the next one. Code that never returns to the
-    interpreter is the pool's business (``ProcessPool.call``'s ``timeout``).
+    In a worker process a page gets ``_page_budget`` seconds (``time_budget``): past it the
+    page raises ``PageTimeoutError`` and the worker takes the next one. Code that never
+    returns to the interpreter is the pool's business (``ProcessPool.call``'s ``timeout``).
+    What the parse leaves of the budget is the page's in the model's process, for its article
+    (``model_process.score_articles``).
     """
     budget = _page_budget if multiprocessing.parent_process() is not None and \
         threading.current_thread() is threading.main_thread() else None
@@ -357,18 +403,8 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
     if budget is None:
         page = _parse_and_derive(body, url, content_type, limits, derive)
         return ParsedPage(page, time.perf_counter() - start)
-    previous = signal.signal(signal.SIGALRM, _budget_exceeded)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, budget)
-        try:
-            page = _parse_and_derive(body, url, content_type, limits, derive)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _BudgetExceeded:
-        raise PageTimeoutError(f"parsing took longer than {budget:g} s "
-                               f"(GROWNUP_PAGE_TIMEOUT)") from None
-    finally:
-        signal.signal(signal.SIGALRM, previous)
+    with time_budget(budget, f"parsing took longer than {budget:g} s (GROWNUP_PAGE_TIMEOUT)"):
+        page = _parse_and_derive(body, url, content_type, limits, derive)
     return ParsedPage(page, time.perf_counter() - start)
 
 

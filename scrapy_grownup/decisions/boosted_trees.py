@@ -1,6 +1,6 @@
 """Gradient-boosted trees evaluated in numpy, so serving needs no scikit-learn.
 
-``grownup fit-rescorer`` and ``grownup fit-page-type`` fit scikit-learn's
+``grownup lab fit-rescorer`` and ``grownup lab fit-page-type`` fit scikit-learn's
 ``HistGradientBoostingClassifier`` (``eval`` extra); ``BoostedTrees.from_sklearn`` flattens
 its trees into node arrays, which ``raw`` walks for every row and tree at once, one tree level
 per step.

@@ -9,7 +9,7 @@ pooled features (``GrownUpModel.genre_inputs``) does better on sites never seen 
 type on unseen sites"). A linear model cannot say "a price on a page with forty repeated cards is a
 collection, one price beside a long description is a product": boosted trees (the stack) read
 the linear model's margins with the page signals and make such calls. It is fitted by
-``grownup fit-page-type`` (scikit-learn's linear SVM and gradient-boosted trees, ``eval``
+``grownup lab fit-page-type`` (scikit-learn's linear SVM and gradient-boosted trees, ``eval``
 extra; the trees learn from out-of-fold margins, so from how the linear model errs on sites it
 has not seen) and evaluated here in numpy: the vectoriser is ours, the same at fit and at
 serving.
@@ -219,7 +219,7 @@ class PageTypeClassifier:
             if version != f"{PAGE_TYPE_VERSION}/{SIGNAL_VERSION}":
                 raise ValueError(f"{path}: page-type features version {version!r}, this "
                                  f"release reads {PAGE_TYPE_VERSION}/{SIGNAL_VERSION}; refit "
-                                 "it with grownup fit-page-type")
+                                 "it with grownup lab fit-page-type")
             stacked = "stack_roots" in f.files  # files without one: the linear model alone
             return cls([str(n) for n in f["names"]],
                        TfidfVocabulary([str(t) for t in f["text_terms"]], f["text_idf"]),

@@ -84,7 +84,9 @@ NOTICE_MAX_CHARS = 600  # an embed's consent notice is a few sentences, not a pa
 # A page's prose, what a page that keeps nothing falls back to: blocks this long ...
 PROSE_MIN_CHARS = 100
 PROSE_MAX_LINK_SHARE = 0.3  # ... with less of their text in links ...
-PROSE_MIN_BLOCKS = 3   # ... and at least this many of them on the page
+PROSE_MIN_BLOCKS = 3   # ... and at least this many of them on the page, ...
+PROSE_ALONE_SHARE = 0.8  # ... or fewer that hold this share of the page's shown text (a short
+# page whose only prose is one block), none of them asking the reader to act (``_NOTICE_ASK``)
 # An embed notice names external content (de, en, fr, es, it, nl) ...
 _EXTERNAL_CONTENT = re.compile(
     r"externe[nr]? inhalte?|external content|third[- ]party (?:content|provider)|"
@@ -262,15 +264,18 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
     ``PROSE_MIN_CHARS`` characters or more, under ``PROSE_MAX_LINK_SHARE`` of them link text,
     shown, and outside the page's navigation, header, footer, asides, forms and menus (tags
     and ARIA roles), as ``page.layout`` flags them; none unless the page has
-    ``PROSE_MIN_BLOCKS`` such blocks. ``levels``: ``depth_levels`` of the page, when the
-    caller has them.
+    ``PROSE_MIN_BLOCKS`` such blocks, or fewer that hold ``PROSE_ALONE_SHARE`` of the page's
+    shown text, none of which asks the reader to act (``_NOTICE_ASK``: a consent box or a
+    newsletter offer is no prose). ``levels``: ``depth_levels`` of the page, when the caller
+    has them.
 
     The last resort of a page whose scores keep nothing. The content model can score every
     block of a page unlike its training sites under 0.1 (a book chapter set as one paragraph
     per printed line, a local station's topic page of teasers), and ``lowers_cut`` then keeps
     nothing: a crawl would drop a page a reader sees as text. A shop's script-rendered shell,
     which should keep nothing, has no such prose: its few long lines are a consent box or a
-    newsletter offer, one or two blocks."""
+    newsletter offer, one or two blocks beside its other text. A short page whose only text
+    is one paragraph (a script before it made the model keep nothing) is its prose."""
     owners = lengths > 0
     keep = np.zeros(page.num_nodes, dtype=bool)
     if not owners.any():
@@ -288,9 +293,22 @@ def page_prose(page: PageStructure, block: np.ndarray, lengths: np.ndarray,
     link_chars = np.bincount(block[linked], weights=lengths[linked], minlength=n)
     prose = (chars >= PROSE_MIN_CHARS) & (link_chars < PROSE_MAX_LINK_SHARE * chars)
     prose &= shown & ~chrome
-    if int(prose.sum()) < PROSE_MIN_BLOCKS:
+    count = int(prose.sum())
+    if count < PROSE_MIN_BLOCKS and not (count and _prose_alone(page, prose, chars, lengths,
+                                                                   shown, block)):
         return keep
     return owners & prose[block] & ~screen_reader_nodes(page, levels)
+
+
+def _prose_alone(page: PageStructure, prose: np.ndarray, chars: np.ndarray,
+                 lengths: np.ndarray, shown: np.ndarray, block: np.ndarray) -> bool:
+    """Whether the prose blocks (``prose``: bool per block root) hold ``PROSE_ALONE_SHARE``
+    of the page's shown text and none of them asks the reader to act."""
+    total = float(lengths[(lengths > 0) & shown].sum())
+    if not total or float(chars[prose].sum()) < PROSE_ALONE_SHARE * total:
+        return False
+    texts = kept_block_texts(page, prose[block], block)
+    return not any(_NOTICE_ASK.search(" ".join(runs).lower()) for runs in texts.values())
 
 
 def block_threshold(scores: np.ndarray, lengths: np.ndarray, block: np.ndarray,

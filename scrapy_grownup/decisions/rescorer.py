@@ -10,7 +10,7 @@ features (``layout.layout_features``), what its own and its ancestors' class and
 it is (``attribute_cues``) and the page's signals (``page_signals``: what kind of page it is),
 and returns the probability that the block is content.
 
-It is a gradient-boosted tree ensemble (trained by ``grownup fit-rescorer`` with scikit-learn
+It is a gradient-boosted tree ensemble (trained by ``grownup lab fit-rescorer`` with scikit-learn
 on the cross-validation folds' out-of-fold scores, so it learns how the model errs on sites it
 has not seen) evaluated here in numpy: serving needs no scikit-learn. The trees of all
 iterations step down together (``boosted_trees``).
@@ -189,7 +189,7 @@ class BlockRescorer:
     ``container``, ``band`` and ``cut_weight``: the page-level decisions that suit the rescored
     probabilities (``refine.content_mask``'s: whether blocks outside the main container are
     dropped, how far a page's own cut-off may move from ``cut``, and how the cut-off weighs
-    the page's blocks), measured by ``grownup fit-rescorer``.
+    the page's blocks), measured by ``grownup lab fit-rescorer``.
     """
 
     def __init__(self, trees: BoostedTrees, cut: float = 0.5, feature_threshold: float = 0.4,
@@ -241,12 +241,12 @@ class BlockRescorer:
             if version != ours:
                 raise ValueError(f"{path}: block rescorer for block features version "
                                  f"{version!r} (and page signals); this package computes "
-                                 f"{ours!r}: refit it with grownup fit-rescorer")
+                                 f"{ours!r}: refit it with grownup lab fit-rescorer")
             if names != BLOCK_FEATURE_NAMES:
                 raise ValueError(f"{path}: block rescorer fitted on {len(names)} block "
                                  f"features, {_first_difference(names)}; this package "
                                  f"computes {len(BLOCK_FEATURE_NAMES)}: refit it with "
-                                 f"grownup fit-rescorer")
+                                 f"grownup lab fit-rescorer")
             # a file written before a decision was stored gets the constructor's default,
             # the content model's own
             decisions = {name: cast(f[name]) for name, cast in

@@ -1,4 +1,4 @@
-"""``grownup distill-static``: distil all-MiniLM-L6-v2 into the static encoder's asset directory.
+"""``grownup lab distill-static``: distil all-MiniLM-L6-v2 into the static encoder's asset directory.
 
 This follows model2vec's ``distill`` (vocabulary = MiniLM's own word pieces): every word piece
 ``t`` is run through the transformer as ``[CLS] t [SEP]`` and its output is mean-pooled, the
@@ -272,7 +272,7 @@ def _sif_arg(value: str) -> float | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="grownup distill-static",
+        prog="grownup lab distill-static",
         description="Distil all-MiniLM-L6-v2 into the static encoder's assets (offline).",
     )
     parser.add_argument(

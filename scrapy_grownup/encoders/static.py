@@ -200,7 +200,7 @@ def _load_assets(path: Path, verify: bool = True) -> tuple[dict[str, Any], Any, 
     if missing:
         raise ModelLoadError(
             f"static encoder assets missing in {path}: {', '.join(missing)} "
-            "(run `grownup distill-static` to create them)"
+            "(run `grownup lab distill-static` to create them)"
         )
     try:
         config = json.loads(files[CONFIG_FILE].read_text(encoding="utf-8"))

@@ -46,15 +46,28 @@ CUE_NAMES: tuple[str, ...] = tuple(_CUES)
 _PATTERNS = tuple(re.compile(rf"\b(?:{words})\b") for words in _CUES.values())
 
 
+_BITS = np.array([1 << k for k in range(len(CUE_NAMES))], dtype=np.int64)
+
+
+@lru_cache(maxsize=65_536)
+def _word_cues(word: str) -> int:
+    """The cues of one word, as bits. A pattern is whole words of word characters, so it never
+    matches across a space: the cues of a string are the union of its words' cues, and words
+    repeat across pages far more than whole class strings do."""
+    return sum(1 << k for k, pattern in enumerate(_PATTERNS) if pattern.search(word))
+
+
 @lru_cache(maxsize=16_384)
-def _cues_of(words: str) -> tuple[bool, ...]:
-    return tuple(bool(p.search(words)) for p in _PATTERNS)
+def _cues_of(words: str) -> int:
+    bits = 0
+    for word in words.split():
+        bits |= _word_cues(word)
+    return bits
 
 
 def attribute_cues(page) -> np.ndarray:
     """bool [n, len(CUE_NAMES)]: which cues each node's own class and id words hold."""
-    out = np.zeros((page.num_nodes, len(CUE_NAMES)), dtype=bool)
-    for i, (klass, ident) in enumerate(zip(page.class_words, page.id_words)):
-        if klass or ident:
-            out[i] = _cues_of(f"{klass} {ident}" if ident else klass)
-    return out
+    bits = np.fromiter((_cues_of(f"{klass} {ident}") if klass or ident else 0
+                        for klass, ident in zip(page.class_words, page.id_words)),
+                       dtype=np.int64, count=page.num_nodes)
+    return (bits[:, None] & _BITS) != 0

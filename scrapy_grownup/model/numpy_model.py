@@ -22,6 +22,7 @@ the children's term one ``np.add.at`` segment sum.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
@@ -34,7 +35,9 @@ from scrapy_grownup.model.config import ModelConfig
 from scrapy_grownup.model.files import (WEIGHTS_NAME, check_match, check_tensors, header_shapes,
                                         read_model_config, sha256, text_length_column)
 
+ONNX_NAME = "backbone.onnx"  # the backbone and content head for ONNX Runtime (``onnx_export``)
 LAYER_NORM_EPS = 1e-5
+logger = logging.getLogger(__name__)
 BATCH_NORM_EPS = 1e-5
 TEXT_BLOCKS = ("x_text", "x_class", "x_id")
 
@@ -121,10 +124,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    mean = x.mean(axis=1, keepdims=True)
-    centred = x - mean
-    var = np.mean(centred * centred, axis=1, keepdims=True)
-    centred /= np.sqrt(var + LAYER_NORM_EPS)
+    """``LayerNorm`` over the last axis: a new array, ``x`` left as it is."""
+    centred = x - x.mean(axis=1, keepdims=True)
+    var = np.einsum("ij,ij->i", centred, centred)
+    var /= x.shape[1]
+    var += LAYER_NORM_EPS
+    centred *= (1.0 / np.sqrt(var))[:, None]
     centred *= weight
     centred += bias
     return centred
@@ -268,6 +273,10 @@ class NumpyModel:
     probabilities, the page-type head's probabilities and its pooled inputs."""
 
     runtime = "numpy"  # what ``ArticleExtractor`` tells the two runtimes apart by
+    # what runs the backbone: "onnxruntime" (the model's ``backbone.onnx``) or "numpy"
+    backend = "numpy"
+    _session = None
+    _onnx_inputs: list[str] = []
 
     def __init__(self, config: ModelConfig, weights: dict[str, np.ndarray]):
         if not supports(config):
@@ -304,9 +313,12 @@ class NumpyModel:
                         expected_encoder: str | None = None,
                         expected_feature_version: str | None = None,
                         expected_input_blocks: list[tuple[str, int]] | None = None,
-                        verify_checksum: bool = True) -> "NumpyModel":
+                        verify_checksum: bool = True, threads: int | None = 1,
+                        onnx: bool = True) -> "NumpyModel":
         """Load a directory written by ``GrownUpModel.save_pretrained``, with the checks of
-        ``GrownUpModel.from_pretrained`` (config, featurizer match, checksum, tensors)."""
+        ``GrownUpModel.from_pretrained`` (config, featurizer match, checksum, tensors).
+        ``onnx``: run the backbone with ONNX Runtime where the directory has its graph
+        (``backbone.onnx``) and ``onnxruntime`` is installed, on ``threads`` threads."""
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
@@ -330,7 +342,40 @@ class NumpyModel:
             tensors = load_file(str(weights))
         except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
-        return cls(config, tensors)
+        model = cls(config, tensors)
+        if onnx:
+            model._load_onnx(directory / ONNX_NAME, digest or "", threads)
+        return model
+
+    def _load_onnx(self, path: Path, digest: str, threads: int | None) -> None:
+        """Run the backbone with ONNX Runtime where the model has a graph of these weights and
+        ``onnxruntime`` is installed; otherwise (said at debug level) numpy runs it."""
+        if not path.is_file():
+            return
+        try:
+            import onnxruntime
+        except ImportError:
+            logger.debug("%s: onnxruntime is not installed; the backbone runs on numpy", path)
+            return
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads or 0
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            session = onnxruntime.InferenceSession(str(path), options,
+                                                   providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - a broken graph file: numpy serves instead
+            logger.warning("%s: unreadable ONNX graph (%s); the backbone runs on numpy",
+                           path, str(exc).splitlines()[0][:200])
+            return
+        recorded = session.get_modelmeta().custom_metadata_map.get("weights_sha256", "")
+        if recorded != digest:
+            logger.warning("%s was exported from other weights than %s; the backbone runs on "
+                           "numpy (grownup lab export-onnx writes a new one)", path, WEIGHTS_NAME)
+            return
+        self._session = session
+        self._onnx_inputs = [i.name for i in session.get_inputs()]
+        self.backend = "onnxruntime"
 
     @property
     def genre_names(self) -> list[str]:
@@ -366,8 +411,12 @@ class NumpyModel:
         """Per page of the batch: ``content`` [n], ``roles`` [n, R] or None, ``genre`` [G] or
         None, ``genre_inputs`` [D] or None (as ``extractor.node_probabilities``)."""
         tree = _Tree(arrays["parent"], arrays["ptr"])
-        nodes = self.backbone(arrays, tree)
-        logits = (nodes @ self.node_head[0])[:, 0] + self.node_head[1][0]
+        if self._session is not None:
+            logits, nodes = self._session.run(None, {name: arrays[name]
+                                                     for name in self._onnx_inputs})
+        else:
+            nodes = self.backbone(arrays, tree)
+            logits = (nodes @ self.node_head[0])[:, 0] + self.node_head[1][0]
         content = _sigmoid(logits.astype(np.float32))
         roles = self.roles(arrays, nodes, content, tree) if self.role_head is not None else None
         genre = inputs = None

@@ -51,6 +51,14 @@ class Article:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def __repr__(self) -> str:
+        """One short line: the page, its title and type, and how much text (not the text)."""
+        text = " ".join(self.text.split())
+        head = text[:60] + ("..." if len(text) > 60 else "")
+        return (f"Article(url={self.url!r}, title={self.title[:80]!r}, "
+                f"page_type={self.page_type!r}, language={self.language!r}, "
+                f"text={head!r} ({len(self.text)} characters))")
+
     def defer_markdown(self, build: Callable[[], str]) -> None:
         """Build ``markdown`` with ``build()`` when it is first read, not now."""
         self.__dict__["_markdown"] = None

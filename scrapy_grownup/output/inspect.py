@@ -8,6 +8,24 @@ event-handler attributes (``onload``, ``onerror``...), ``javascript:`` URLs, fra
 embeds, ``<link>`` (stylesheets, preloads), ``<base>`` and ``<meta>`` are removed, and a
 Content-Security-Policy in the report's head forbids every script, frame, font, fetch and remote
 resource (remote images and stylesheets included; inline styles and ``data:`` images stay).
+
+The sanitizer does not lean on that policy for what it can remove itself, so the report stays
+inert in a viewer that ignores a ``<meta>`` policy:
+
+- SVG animation elements (``<animate>``, ``<set>``...) are removed: they can set a link's
+  ``href`` to ``javascript:...`` (``attributeName="href" to="javascript:..."``) after the
+  attributes were checked;
+- a ``<style>`` element is written back as raw text, which a browser parses as markup where it
+  puts the element in MathML or SVG (``<math><mtext><table><mglyph><style><img onerror>``):
+  its text keeps no ``<`` (CSS escapes it as ``\\3c``), so it holds no markup wherever it
+  lands;
+- remote CSS in ``style`` attributes, SVG presentation attributes and ``<style>`` elements:
+  ``url(...)`` (but ``data:``), ``image-set(``, ``image(``, ``src(`` and ``expression(`` are
+  renamed to an unknown function, whose declaration the browser drops, and ``@import`` to an
+  unknown at-rule; CSS escapes (``u\\72l(``) and any letter case are recognised. A
+  ``<style>`` over ``PageLimits.max_script_chars`` is removed;
+- comments and processing instructions are removed (a browser and libxml2 may disagree on
+  where one ends).
 """
 
 from __future__ import annotations
@@ -20,6 +38,8 @@ from lxml import etree
 
 from scrapy_grownup.output.assembly import rescored_article
 from scrapy_grownup.page.dom import parse_page, parse_tree
+from scrapy_grownup.page.limits import PageLimits
+from scrapy_grownup.page.xmlsafe import xml_safe
 
 _LEGEND = (
     '<div id="grownup-legend" style="position:fixed;top:0;right:0;z-index:2147483647;'
@@ -31,9 +51,12 @@ _LEGEND = (
 )
 
 
-# Elements that run code, embed other documents or load resources by themselves: removed with
-# their content...
-ACTIVE_TAGS = ("script", "iframe", "frame", "link", "base", "meta", "portal", "fencedframe")
+# Elements that run code, embed other documents or load resources by themselves, or (SVG
+# animation) change another element's attributes, a link's href included: removed with their
+# content...
+ACTIVE_TAGS = ("script", "iframe", "frame", "link", "base", "meta", "portal", "fencedframe",
+               "animate", "set", "animatetransform", "animatemotion", "animatecolor", "handler",
+               "listener")
 # ...or unwrapped: what they hold is fallback content (and libxml2, which does not know that
 # <embed> is empty, hangs the rest of the page under it).
 UNWRAPPED_TAGS = ("object", "embed", "applet", "frameset", "noscript")
@@ -43,12 +66,61 @@ POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-sr
           "script-src 'none'; object-src 'none'; frame-src 'none'; connect-src 'none'; "
           "form-action 'none'; base-uri 'none'")
 _SCRIPT_URL = re.compile(r"^\s*(?:javascript|vbscript|data\s*:\s*text/html)", re.I)
+# Attributes whose value is CSS: ``style`` and SVG's presentation attributes that take url().
+CSS_ATTRIBUTES = frozenset({"style", "fill", "stroke", "filter", "mask", "clip-path",
+                            "marker-start", "marker-mid", "marker-end", "marker", "cursor"})
 
 
-def make_inert(root) -> None:
+def _css_word(word: str) -> str:
+    """A pattern for ``word`` as CSS reads it: each character in any ASCII case, or as a CSS
+    escape (``\\75`` or ``\\000055 `` for "u", ``\\u`` for a letter that is no hex digit)."""
+    parts = []
+    for ch in word:
+        codes = sorted({f"{ord(ch.lower()):x}", f"{ord(ch.upper()):x}"})
+        escape = r"\\0{0,4}(?:" + "|".join(codes) + r")(?:\r\n|[ \t\r\n\f])?"
+        literal = re.escape(ch.lower()) + re.escape(ch.upper()) if ch.isalpha() else re.escape(ch)
+        if not (ch.isalnum() and ch.lower() in "0123456789abcdef"):
+            escape += r"|\\[" + literal + "]"
+        parts.append(f"(?:[{literal}]|{escape})")
+    return "".join(parts)
+
+
+# What makes CSS fetch from a host: a function taking a URL (a string in image-set(), image()
+# and src(); IE's behavior and Firefox's old -moz-binding take url() too) or running code (IE's
+# expression()), and @import; url() of a data: URL stays. Matched with escapes and in any case,
+# so "u\72l(" is url( too.
+_CSS_REMOTE = re.compile(
+    "(?:" + _css_word("url") + r"\((?!\s*[\"']?\s*data:)|"
+    + "|".join(_css_word(name) + r"\(" for name in ("image-set", "image", "src", "expression"))
+    + "|@" + _css_word("import") + ")")
+
+
+def _neutral(match: re.Match) -> str:
+    if match.group().startswith("@"):
+        return "@grownup-removed-import"  # an unknown at-rule: skipped up to its ";"
+    return "grownup-removed("  # an unknown function: its declaration is dropped
+
+
+def safe_css(css: str) -> str:
+    """``css`` with nothing that fetches from a host (``_CSS_REMOTE``, renamed so that the
+    browser ignores the declaration or rule) and no ``<`` (the ``<!--`` / ``-->`` markers
+    that only hide CSS from old browsers go, any other ``<`` becomes the CSS escape ``\\3c``)."""
+    css = _CSS_REMOTE.sub(_neutral, css)
+    if "<" in css:
+        css = css.replace("<!--", "").replace("-->", "").replace("<", "\\3c ")
+    return css
+
+
+def make_inert(root, max_style_chars: int = PageLimits().max_script_chars) -> None:
     """Strip the page's active content in place (see the module docstring)."""
     etree.strip_elements(root, *ACTIVE_TAGS, with_tail=False)  # with content, tails kept
+    etree.strip_elements(root, etree.Comment, etree.ProcessingInstruction, with_tail=False)
     etree.strip_tags(root, *UNWRAPPED_TAGS)
+    for el in list(root.iter("style")):
+        if el.getparent() is not None and len(el.text or "") > max_style_chars:
+            _remove(el)
+        elif el.text:
+            el.text = safe_css(el.text)
     for el in root.iter():
         if not isinstance(el.tag, str):
             continue
@@ -60,6 +132,20 @@ def make_inert(root) -> None:
                     "href", "src", "action", "data", "xlink:href", "background", "poster",
                     "codebase", "cite", "dynsrc", "lowsrc", "srcset"):
                 del el.attrib[name]
+            elif local in CSS_ATTRIBUTES and el.attrib[name]:
+                el.attrib[name] = xml_safe(safe_css(el.attrib[name]))
+
+
+def _remove(el) -> None:
+    """Remove ``el`` with its content; its tail stays."""
+    parent, tail = el.getparent(), el.tail
+    if tail:
+        previous = el.getprevious()
+        if previous is not None:
+            previous.tail = xml_safe((previous.tail or "") + tail)
+        else:
+            parent.text = xml_safe((parent.text or "") + tail)
+    parent.remove(el)
 
 
 def shade(score: float, threshold: float) -> str:
@@ -93,7 +179,7 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
         if not found:
             continue
         el = found[0]
-        el.set("style", (el.get("style") or "") + ";" + shade(float(scores[i]), threshold))
+        el.set("style", xml_safe(el.get("style") or "") + ";" + shade(float(scores[i]), threshold))
         el.set("data-grownup-score", f"{scores[i]:.3f}")
         kept += scores[i] >= threshold
     body_el = root.find("body")
@@ -105,7 +191,7 @@ def render_report(extractor, body: bytes, url: str | None = None) -> str:
     if head is None:
         head = etree.Element("head")
         root.insert(0, head)
-    make_inert(root)
+    make_inert(root, extractor.featurizer.limits.max_script_chars)
     meta = etree.Element("meta", charset="utf-8")
     head.insert(0, meta)
     head.insert(1, etree.Element("meta", {"http-equiv": "Content-Security-Policy",

@@ -17,6 +17,7 @@ from scrapy_grownup.output.assembly import data_tables, pre_text, run_separators
 from scrapy_grownup.page.dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.urls import join_url
+from scrapy_grownup.page.xmlsafe import xml_safe
 
 __all__ = ["to_markdown"]
 
@@ -31,7 +32,6 @@ _BLOCK, _LINE, _FLOW = "\x00", "\x01", "\x02"
 # whitespace runs in ``<pre>``.
 _GAP = re.compile(r"(?<![ \n\x00\x01\x02])[ \n]*+[\x00\x01\x02][ \n\x00\x01\x02]*+")
 _EDGE_CHARS = " \n\x00\x01\x02"
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _STRONG = frozenset({"strong", "b"})
@@ -117,8 +117,8 @@ class _Renderer:
         if not self.kept[k]:
             return ""
         text = self.page.seg_text[k]
-        if not text.isprintable():
-            text = _CONTROL.sub("", text)
+        if not text.isprintable():  # no placeholder character nor any other XML refuses
+            text = xml_safe(text)
         sep = self.sep[k]
         if not ctx.code:
             text = _escape(text, line_start=sep == SEP_BLOCK and not (ctx.table or ctx.heading),
@@ -260,7 +260,7 @@ class _Renderer:
                                                          for line in lines[1:]]) + _BLOCK
 
     def pre(self, v: int, ctx: _Ctx) -> str:
-        text = _CONTROL.sub("", pre_text(self.page, v, self.kept))
+        text = xml_safe(pre_text(self.page, v, self.kept))
         if not text.strip():
             return ""
         if ctx.table:
@@ -364,16 +364,24 @@ def _code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-_ESCAPE = re.compile(r"[\\`*\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|<(?=[A-Za-z/!?])")
+# Backslash-escaped wherever they stand, by one ``str.translate`` at C speed however many
+# there are (a regular expression's replacement template is expanded in Python at every
+# match, which made a text of millions of "[" take seconds) ...
+_ESCAPED = str.maketrans({c: "\\" + c for c in "\\`*[]"})
+_ESCAPED_IN_TABLE = str.maketrans({c: "\\" + c for c in "\\`*[]|"})
+# ... and where markdown reads them as markup: "_" at a word's edge, "<" before a tag's first
+# character. The matches are empty, just before the character, and take a literal backslash.
+# The backslashes inserted above stand only before a non-alphanumeric character that is not
+# "/", "!" or "?", so they change no lookaround here.
+_ESCAPE_BEFORE = re.compile(r"(?<![A-Za-z0-9])(?=_)|(?=_(?![A-Za-z0-9]))|(?=<[A-Za-z/!?])")
 _LINE_START = re.compile(r"^(#{1,6}(?=\s|$)|[-+](?=\s|$)|>|\d{1,9}(?=[.)](?:\s|$))|={3,}|~{3,})")
 
 
 def _escape(text: str, line_start: bool, table: bool) -> str:
     """Backslash-escape what markdown would read as markup in plain text."""
-    if any(c in text for c in "\\`*[]_<"):
-        text = _ESCAPE.sub(r"\\\g<0>", text)
-    if table:
-        text = text.replace("|", "\\|")
+    text = text.translate(_ESCAPED_IN_TABLE if table else _ESCAPED)
+    if "_" in text or "<" in text:
+        text = _ESCAPE_BEFORE.sub(r"\\", text)
     if line_start:
         m = _LINE_START.match(text)
         if m:

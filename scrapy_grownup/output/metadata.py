@@ -23,6 +23,7 @@ import numpy as np
 
 from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.page.urls import join_url, url_host, url_path
+from scrapy_grownup.page.xmlsafe import xml_safe
 
 __all__ = ["Metadata", "extract_metadata", "json_ld_objects", "normalize_date", "split_authors",
            "headline_node", "page_title"]
@@ -54,11 +55,12 @@ def extract_metadata(page: PageStructure, keep=None) -> Metadata:
 
 
 def _clean(text, unescape: bool = False) -> str:
-    """Whitespace-normalised text; ``unescape`` decodes entities left in JSON-LD and meta."""
+    """Whitespace-normalised text; ``unescape`` decodes entities left in JSON-LD and meta.
+    Without what XML refuses: a JSON-LD string may hold any character (``"\\u0011"``)."""
     if not text:
         return ""
     text = html.unescape(str(text)) if unescape and "&" in str(text) else str(text)
-    return " ".join(text.split())
+    return " ".join(xml_safe(text).split())
 
 
 def _norm(text: str) -> str:
@@ -229,8 +231,16 @@ def page_title(page: PageStructure, keep=None) -> str:
     return title(page, keep)
 
 
+# A title of more parts than this is not "Headline | Section | Site": it is one part, so a
+# value of a million "|" costs one split, not a comparison per part.
+TITLE_MAX_PARTS = 32
+
+
 def _title_parts(text: str) -> list[str]:
-    return [p.strip() for p in _SEPARATORS.split(text) if p and p.strip()]
+    parts = _SEPARATORS.split(text, maxsplit=TITLE_MAX_PARTS)
+    if len(parts) > TITLE_MAX_PARTS:
+        return [text.strip()] if text.strip() else []
+    return [p.strip() for p in parts if p and p.strip()]
 
 
 def _site_names(site: str | None, url: str | None) -> set[str]:
@@ -384,8 +394,15 @@ _COAUTHORS = re.compile(r"^(?:with|avec|mit|con|com|met|med|and|und|et|y|e|&|add
                         r"reporting(?: by)?|reporting by|also by)\s+", re.IGNORECASE)
 
 
+# The most names an author string gives, and the most of its parts (split at ";", "and"...)
+# and of a part's comma-separated pieces that are read: more than any byline or paper's author
+# list, and a bound on the work of a page of a hundred thousand author tags.
+MAX_AUTHORS = 1000
+
+
 def split_authors(text: str) -> list[str]:
-    """One author string ("By A, B and C") as a list of names, cleaned and deduplicated.
+    """One author string ("By A, B and C") as a list of names, cleaned and deduplicated, at
+    most ``MAX_AUTHORS`` of them.
 
     A parenthesis never splits a name: one of co-authors ("(avec B et C)", "(with B)") adds
     them, any other ("(obe)", "(Reuters)", a lone "(") is dropped; a role ("A B, Senior
@@ -395,17 +412,19 @@ def split_authors(text: str) -> list[str]:
         return []
     text = _parentheses(text)
     out: list[str] = []
-    for part in _AUTHOR_SPLIT.split(text):
-        pieces = [p.strip() for p in part.split(",")]
+    seen: set[str] = set()  # the names so far, normalised: one lookup each, however many
+    for part in _AUTHOR_SPLIT.split(text)[:MAX_AUTHORS]:
+        pieces = [p.strip() for p in part.split(",", MAX_AUTHORS)[:MAX_AUTHORS]]
         pieces = [p for p in pieces if not _is_role(p)] or pieces  # "Staff Writer" alone stays
         # "Last, First" stays whole; "A B, C D" is two authors; "A B, PhD" keeps the name.
         if len(pieces) > 1 and not any(len(p.split()) > 1 for p in pieces):
             pieces = [part]
         for piece in pieces:
             name = _clean_name(piece)
-            if name and _norm(name) not in {_norm(o) for o in out}:
+            if name and _norm(name) not in seen:
+                seen.add(_norm(name))
                 out.append(name)
-    return out
+    return out[:MAX_AUTHORS]
 
 
 def _parentheses(text: str) -> str:
@@ -478,7 +497,10 @@ def _ld_authors(ld: _LinkedData) -> list[str]:
     if value is None:
         return []
     out: list[str] = []
+    seen: set[str] = set()
     for item in value if isinstance(value, list) else [value]:
+        if len(out) >= MAX_AUTHORS:
+            break
         item = ld.resolve(item)
         if isinstance(item, dict):
             if _types(item) & ORGANISATION_TYPES:
@@ -491,9 +513,10 @@ def _ld_authors(ld: _LinkedData) -> list[str]:
             item = name
         if isinstance(item, str):
             for name in split_authors(item):
-                if _norm(name) not in {_norm(o) for o in out}:
+                if _norm(name) not in seen:
+                    seen.add(_norm(name))
                     out.append(name)
-    return out
+    return out[:MAX_AUTHORS]
 
 
 def _meta_authors(page: PageStructure) -> list[str]:
@@ -847,14 +870,14 @@ _IDENTIFIER = None
 
 def detect_language(text: str) -> tuple[str | None, float]:
     """``(ISO 639 code, probability)`` of ``text`` by py3langid (its model loads on first
-    use, ~0.5 s); ``(None, 0.0)`` without letters."""
+    use, see ``language_model``); ``(None, 0.0)`` without letters."""
     global _IDENTIFIER
     if not any(c.isalpha() for c in text):
         return None, 0.0
     if _IDENTIFIER is None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+        from scrapy_grownup.output.language_model import load_identifier
 
-        _IDENTIFIER = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        _IDENTIFIER = load_identifier()
     ranked = _IDENTIFIER.rank(text)
     code = ranked[0][0]
     group = next((g for g in _CLOSE_LANGUAGES if code in g), {code})

@@ -22,6 +22,7 @@ from scrapy_grownup.page.fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, fon
 from scrapy_grownup.page.limits import PageLimits
 from scrapy_grownup.page.tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
 from scrapy_grownup.page.visibility import HIDDEN_MARK, mark_hidden, remove_hidden, resolve_noscript
+from scrapy_grownup.page.xmlsafe import xml_safe
 
 # Bump when parsing changes which nodes or text a page yields (training caches are keyed on it).
 PARSE_VERSION = "4"  # 4: a <textarea>'s text is not page text
@@ -69,7 +70,8 @@ class PageStructure:
     lang: str | None = None
     meta: dict[str, str] = field(default_factory=dict)
     json_ld: list[str] = field(default_factory=list)
-    # caps hit: "bytes", "nodes", "depth", "libxml2_depth" (see ``nesting``)
+    # caps hit: "bytes", "nodes", "depth", "libxml2_depth" (see ``nesting``), "attribute",
+    # "script" (``PageLimits``)
     truncated: list[str] = field(default_factory=list)
     positions: np.ndarray | None = None  # float32 [n, 32] Laplacian eigenvectors
     # Nodes opened before each run was emitted: places a run exactly between its owner's child
@@ -288,7 +290,6 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
         sniff_binary(text)
         if len(text) > limits.max_bytes:
             text, truncated = text[: limits.max_bytes], ["bytes"]
-        data = text.encode("utf-8", errors="replace")
     else:
         body = bytes(body)
         if not body.strip():
@@ -297,8 +298,9 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
         if len(body) > limits.max_bytes:
             body, truncated = body[: limits.max_bytes], ["bytes"]
         text, encoding = decode_html(body, content_type)
-        data = text.encode("utf-8", errors="replace")
-    data = data.replace(b"\x00", b"")
+    # nothing lxml would refuse later (a removed element's tail moved to its neighbour, an
+    # attribute set by the inspect report): one scan of the document, at C speed
+    data = xml_safe(text).encode("utf-8", errors="replace")
     if not data.strip():
         raise EmptyPageError("empty body")
     try:
@@ -313,7 +315,7 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
         raise EmptyPageError(f"no HTML element could be parsed: {exc}") from None
     if root is None or not isinstance(root.tag, str):
         raise EmptyPageError("no HTML element could be parsed")
-    meta, json_ld = _collect_metadata(root)
+    meta, json_ld = _collect_metadata(root, limits, truncated)
     resolve_noscript(root)
     etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
     if visibility:
@@ -334,24 +336,50 @@ KEPT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _collect_metadata(root) -> tuple[dict[str, str], list[str]]:
-    """``<meta>`` name/property -> content and JSON-LD blocks, read before they are removed."""
+def _collect_metadata(root, limits: PageLimits, truncated: list[str]
+                      ) -> tuple[dict[str, str], list[str]]:
+    """``<meta>`` name/property -> content and JSON-LD blocks, read before they are removed.
+    A value over ``limits.max_attribute_chars`` is cut to it and a JSON-LD block over
+    ``limits.max_script_chars`` is left out, flagged in ``truncated``."""
     meta: dict[str, str] = {}
+    # the values of each multi-valued key, joined with "; " at the end, and their "; "-separated
+    # parts so far: a page of 100,000 author <meta> tags is one set lookup each, not a split
+    # and a copy of everything before it
+    values: dict[str, list[str]] = {}
+    parts: dict[str, set[str]] = {}
     json_ld: list[str] = []
+    max_attr, max_script = limits.max_attribute_chars, limits.max_script_chars
     for el in root.iter("meta", "script"):
         if el.tag == "meta":
             key = el.get("property") or el.get("name") or el.get("itemprop") or el.get("http-equiv")
             value = el.get("content")
             if not key or not value or not value.strip():
                 continue
+            if len(key) > max_attr or len(value) > max_attr:
+                key, value = key[:max_attr], value[:max_attr]
+                _flag(truncated, "attribute")
             key, value = key.lower(), value.strip()
             if key not in meta:
                 meta[key] = value
-            elif key in MULTI_VALUE_META and value not in meta[key].split("; "):
-                meta[key] += "; " + value
+                if key in MULTI_VALUE_META:
+                    values[key], parts[key] = [value], set(value.split("; "))
+            elif key in MULTI_VALUE_META and value not in parts[key]:
+                values[key].append(value)
+                parts[key].update(value.split("; "))
         elif (el.get("type") or "").strip().lower() == "application/ld+json" and el.text:
+            if len(el.text) > max_script:
+                _flag(truncated, "script")
+                continue
             json_ld.append(el.text.strip())
+    for key, joined in values.items():
+        if len(joined) > 1:
+            meta[key] = "; ".join(joined)
     return meta, json_ld
+
+
+def _flag(truncated: list[str], cap: str) -> None:
+    if cap not in truncated:
+        truncated.append(cap)
 
 
 # Font buckets depend on the tag and two attributes only; styles repeat across a page and a site.
@@ -419,6 +447,10 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         sep = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
 
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
+    max_attr = limits.max_attribute_chars
+    cut_attr = False  # a value over max_attr was cut (or a URL over it left out)
+    if lang and len(lang) > max_attr:
+        lang, cut_attr = lang[:max_attr], True
     # Per open element: [node index (-1: folded or not an element), element children so far,
     # block element]. ``open_nodes[-1]`` is the parent of the element being started.
     open_nodes: list[list] = []
@@ -475,18 +507,29 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             walker.skip_subtree()
             continue
         get = el.get
-        style = get("style")
+        style, cls, eid = get("style"), get("class"), get("id")
+        if (style and len(style) > max_attr) or (cls and len(cls) > max_attr) or \
+                (eid and len(eid) > max_attr):
+            style, cls, eid = style and style[:max_attr], cls and cls[:max_attr], \
+                eid and eid[:max_attr]
+            cut_attr = True
         if style or tag == "font":
-            font = font_of(tag, style, get("size") if tag == "font" else None)
+            size = get("size") if tag == "font" else None
+            font = font_of(tag, style, size and size[:max_attr])
         else:
             font = plain_font
-        nodes.append((tag, tag_id, par, dep, index, font, get("class"), get("id")))
+        nodes.append((tag, tag_id, par, dep, index, font, cls, eid))
         num_children.append(0)  # set at the end event
         if kept is not None:
             values = {}
             for name in kept:
                 value = get(name)
                 if value:
+                    if len(value) > max_attr:
+                        cut_attr = True
+                        if name == "href":  # a cut URL would point elsewhere
+                            continue
+                        value = value[:max_attr]
                     values[name] = value
             if values:
                 attrs[idx] = values
@@ -503,12 +546,18 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         itemprop = get("itemprop")
         if itemprop:
             values = attrs.setdefault(idx, {})
+            content = get("content")
+            if len(itemprop) > max_attr or (content and len(content) > max_attr):
+                itemprop, content = itemprop[:max_attr], content and content[:max_attr]
+                cut_attr = True
             values["itemprop"] = itemprop
-            if get("content"):
-                values["content"] = get("content")
+            if content:
+                values["content"] = content
         text = el.text
         if tag == "title" and not title and text:
-            title = " ".join(text.split())
+            if len(text) > max_attr:  # the <title> is read as a value (its text run is whole)
+                cut_attr = True
+            title = " ".join(text[:max_attr].split())
         if block:
             sep = SEP_BLOCK
         if text and has_text:
@@ -520,6 +569,8 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
         open_nodes.append([idx, 0, block])
     if not nodes:
         raise EmptyPageError("no element in the document")
+    if cut_attr:
+        _flag(truncated, "attribute")
     n = len(nodes)
     tags, tag_ids, parent, depth, child_index, font, raw_class, raw_id = zip(*nodes)
     seg_owner, seg_sep, seg_text, seg_pos = zip(*segs) if segs else ((), (), (), ())

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from lxml import etree
 
+from scrapy_grownup.page.xmlsafe import xml_safe
+
 __all__ = ["HIDDEN_MARK", "NOSCRIPT_MIN_TEXT", "hidden_elements", "is_hidden", "mark_hidden",
            "remove_hidden", "resolve_noscript"]
 
@@ -50,6 +52,17 @@ def is_hidden(el) -> bool:
     return bool(style) and len(style) < 10_000 and _style_hides(style)
 
 
+def _append_tail(el, text: str) -> None:
+    """Add ``text`` to the end of ``el``'s tail. Every move of text goes through here or
+    ``_append_text``: a tree from libxml2 may hold characters lxml refuses to set (``xml_safe``)."""
+    el.tail = xml_safe((el.tail or "") + text)
+
+
+def _append_text(el, text: str) -> None:
+    """Add ``text`` to the end of ``el``'s own text (before its first child)."""
+    el.text = xml_safe((el.text or "") + text)
+
+
 def _drop_keep_tail(el) -> None:
     """Remove ``el`` and its subtree; its tail text stays where it was."""
     parent = el.getparent()
@@ -59,9 +72,9 @@ def _drop_keep_tail(el) -> None:
     if tail:
         previous = el.getprevious()
         if previous is not None:
-            previous.tail = (previous.tail or "") + tail
+            _append_tail(previous, tail)
         else:
-            parent.text = (parent.text or "") + tail
+            _append_text(parent, tail)
     parent.remove(el)
 
 
@@ -115,9 +128,9 @@ def _unwrap(el) -> None:
     leading = el.text or ""
     if leading:
         if previous is not None:
-            previous.tail = (previous.tail or "") + leading
+            _append_tail(previous, leading)
         else:
-            parent.text = (parent.text or "") + leading
+            _append_text(parent, leading)
     children = list(el)
     tail = el.tail or ""
     parent.remove(el)
@@ -125,11 +138,10 @@ def _unwrap(el) -> None:
         parent.insert(index + offset, child)
     if tail:
         if children:
-            last = children[-1]
-            last.tail = (last.tail or "") + tail
+            _append_tail(children[-1], tail)
         else:
             prev = parent[index - 1] if index > 0 else None
             if prev is not None:
-                prev.tail = (prev.tail or "") + tail
+                _append_tail(prev, tail)
             else:
-                parent.text = (parent.text or "") + tail
+                _append_text(parent, tail)

@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True,
                    help="run directory (resumes if it has a checkpoint); the model is OUT/best")
     p.add_argument("--preset", default="small",
-                   help="model shape (grownup presets lists them; default: small)")
+                   help="model shape (grownup lab presets lists them; default: small)")
     p.add_argument("--model-overrides", default=None, help="JSON of ModelConfig fields")
     p.add_argument("--epochs", type=int, default=10, help="epochs (default: 10)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 0.001)")

@@ -58,7 +58,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def add_model_shape_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset`` and ``--model-overrides`` of the models a command trains itself."""
     parser.add_argument("--preset", default="small",
-                        help="model shape (grownup presets lists them; default: small)")
+                        help="model shape (grownup lab presets lists them; default: small)")
     parser.add_argument("--model-overrides", default='{"num_layers": 4, '
                         '"num_transformer_layers": 0, "readout": "mean"}',
                         help="JSON of ModelConfig fields (default: the fast model's shape)")

@@ -615,7 +615,7 @@ def _train_plan_job(store_paths: list, keys: list, name: str, train_keys: set,
 def training_pool(jobs: int):
     """The processes ``train_in_parallel`` trains in: spawned, so that they inherit no CUDA
     context or encoder threads, and each ending when the run that started it is gone (a
-    killed ``grownup evaluate --jobs`` leaves no training running on)."""
+    killed ``grownup lab evaluate --jobs`` leaves no training running on)."""
     return parent_bound_pool(jobs, "spawn")
 
 
@@ -701,7 +701,7 @@ def _cached_store(name: str, records, encoder, min_coverage, limits, workers):
 
 
 # ----------------------------------------------------------------------------------------------
-# ``grownup evaluate --protocol ...``
+# ``grownup lab evaluate --protocol ...``
 
 PROTOCOLS = ("in-domain", "site-cv", "leave-out", "model")
 
@@ -723,7 +723,7 @@ def chosen_baselines(no_baselines: bool, no_trafilatura: bool) -> tuple[str, ...
 
 
 def add_arguments(p) -> None:
-    """The cross-site options of ``grownup evaluate``."""
+    """The cross-site options of ``grownup lab evaluate``."""
     p.add_argument("--protocol", choices=PROTOCOLS, default="in-domain",
                    help="in-domain: the standard test splits (Dragnet, CleanEval); site-cv: "
                         "site-grouped k-fold cross-validation over --eval-datasets, one model "
@@ -801,7 +801,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    """``grownup evaluate`` with a cross-site protocol; prints the summary table."""
+    """``grownup lab evaluate`` with a cross-site protocol; prints the summary table."""
     import torch
 
     torch.set_num_threads(max(1, args.threads))

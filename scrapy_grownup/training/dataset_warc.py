@@ -1,9 +1,9 @@
-"""``grownup dataset-warc``: the pages of our datasets as one WARC archive, with the sites a
+"""``grownup lab dataset-warc``: the pages of our datasets as one WARC archive, with the sites a
 cross-site measurement tests on left out, for ``grownup warc`` and ``grownup pretrain``.
 
 A backbone measured on sites it never saw must not have read their pages either, labels or
-not (``grownup evaluate --init`` refuses one that did). ``--hold fundus`` leaves out the test
-side of ``grownup evaluate --protocol leave-out --hold fundus``, ``--fold K`` that of site-cv
+not (``grownup lab evaluate --init`` refuses one that did). ``--hold fundus`` leaves out the test
+side of ``grownup lab evaluate --protocol leave-out --hold fundus``, ``--fold K`` that of site-cv
 fold K: the plans are the evaluation's own (``crosssite.leave_out_plan`` / ``site_cv_plan``),
 a page goes when its site group (``splits.site_groups``: shared domain, publisher, URL or
 near-duplicate) holds a test page, and any page left on a test page's host goes too, as the
@@ -11,8 +11,8 @@ check compares hosts. Without either, every page goes in (the shipped model's co
 without a URL cannot be placed on a site and are skipped; a URL two sets share is written
 once (the first set named wins).
 
-    grownup dataset-warc runs/pt/no-fundus.warc.gz --hold fundus
-    grownup dataset-warc runs/pt/fold2.warc.gz --fold 2
+    grownup lab dataset-warc runs/pt/no-fundus.warc.gz --hold fundus
+    grownup lab dataset-warc runs/pt/fold2.warc.gz --fold 2
     grownup warc runs/pt/fold2.warc.gz --output runs/pt/fold2 --encoder static
 """
 
@@ -41,7 +41,7 @@ def held_out_pages(hold: str | None = None, fold: int | None = None, folds: int 
                    eval_datasets: Sequence[str] = EVAL_DATASETS,
                    train_datasets: Sequence[str] = ("dragnet", "cleaneval")) -> list:
     """The test pages of the leave-out plan ``hold`` or of site-cv fold ``fold`` (none when
-    neither is given), as ``grownup evaluate`` draws them."""
+    neither is given), as ``grownup lab evaluate`` draws them."""
     if hold is None and fold is None:
         return []
     if hold is not None and fold is not None:
@@ -112,7 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", default=",".join(CORPUS_DATASETS),
                    help="the sets whose pages go in (default: every set with URLs)")
     p.add_argument("--hold", default=None,
-                   help=f"leave out the test sites of grownup evaluate --protocol leave-out "
+                   help=f"leave out the test sites of grownup lab evaluate --protocol leave-out "
                         f"--hold HOLD ({', '.join(LEAVE_OUT)}, or datasets)")
     p.add_argument("--fold", type=int, default=None,
                    help="leave out the test sites of site-cv fold FOLD")
@@ -131,7 +131,7 @@ def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     from scrapy_grownup.training.command import standalone
 
-    return standalone("grownup dataset-warc", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab dataset-warc", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

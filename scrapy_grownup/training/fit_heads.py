@@ -1,6 +1,6 @@
-"""``grownup fit-heads``: add a genre and a role head to a content model, frozen backbone.
+"""``grownup lab fit-heads``: add a genre and a role head to a content model, frozen backbone.
 
-``grownup fit-heads --model fast --out DIR`` adds a genre head (page-type pages outside the
+``grownup lab fit-heads --model fast --out DIR`` adds a genre head (page-type pages outside the
 trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the site-disjoint
 split) to a content model (``heads.fit_genre_head`` / ``fit_role_head`` on the backbone's
 frozen features), and reports both on pages and sites the heads never saw. ``--signals``: the
@@ -158,7 +158,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup fit-heads", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab fit-heads", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

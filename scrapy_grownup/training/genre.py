@@ -6,7 +6,7 @@ features) or, with ``genre_readout="content_pooled"`` (what ships), on node feat
 structure pooled separately over content and boilerplate (``heads.ContentPooledReadout``). Its
 classes are the page-type set's types; the set's two "blog" pages are articles.
 
-``python -m scrapy_grownup.training.genre --folds 10`` (``grownup genre-cv``) featurizes every
+``python -m scrapy_grownup.training.genre --folds 10`` (``grownup lab page-type-cv``) featurizes every
 page of the page-type set once (cached), then for each of the stratified folds (sites never
 straddle two folds) trains a small model on the other folds and classifies the fold's pages;
 a text-only baseline (TF-IDF of the visible text + logistic regression) runs on the same folds
@@ -14,7 +14,7 @@ in the same run. It prints a table and one JSON line. ``--init DIR`` starts ever
 content model's backbone (one never trained on page-type pages, so no fold sees its test pages);
 ``--state FILE`` keeps finished folds so an interrupted run resumes. ``--init DIR --frozen``
 keeps that model's backbone and content head and fits only a content-pooled genre head per
-fold, as ``grownup fit-heads`` builds the shipped one. ``--model DIR`` instead
+fold, as ``grownup lab fit-heads`` builds the shipped one. ``--model DIR`` instead
 scores a trained model's genre head on the page-type hold-out, next to the baseline trained on
 the other pages.
 """
@@ -364,7 +364,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup genre-cv", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab page-type-cv", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Page type on sites never seen: the genre head on the cross-site folds, next to text baselines.
 
-``grownup genre-sites --fold-models runs/cv/layout_pw2`` takes the site-grouped folds of
-``grownup evaluate --protocol site-cv`` (``crosssite.site_cv_plan`` over the modern sets, with
+``grownup lab page-type-sites --fold-models runs/cv/layout_pw2`` takes the site-grouped folds of
+``grownup lab evaluate --protocol site-cv`` (``crosssite.site_cv_plan`` over the modern sets, with
 Dragnet and CleanEval as extra training pages) and, for each fold:
 
 - loads that fold's content model (``FOLD_MODELS/foldK/model``, trained without the fold's
   sites), keeps its backbone frozen and fits a content-pooled genre head
-  (``heads.fit_genre_head``, what ``grownup fit-heads`` ships) on the ``--dataset`` pages
+  (``heads.fit_genre_head``, what ``grownup lab fit-heads`` ships) on the ``--dataset`` pages
   (``wcxb_dev``: 1,129 pages of 7 page types) of the training side; it classifies the fold's
   pages;
 - runs every other arm on the very same split: the TF-IDF + logistic-regression text
@@ -15,7 +15,7 @@ Dragnet and CleanEval as extra training pages) and, for each fold:
   the head with the page signals, ``linear``: the page-type classifier ``fast`` ships
   (``training.page_type_fit.fit_page_type`` on the fold's training pages and backbone), and
   ``stacked``: the same with boosted trees over its out-of-fold margins and the signals where
-  the training side's inner folds choose them (``grownup fit-page-type --stack``).
+  the training side's inner folds choose them (``grownup lab fit-page-type --stack``).
 
 It reports accuracy and macro-F1 overall, per fold and per page type, a confusion matrix per arm,
 and writes the JSON result (``--json``). Every page is featurized once (cached in the feature
@@ -421,7 +421,7 @@ def format_table(result: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fold-models", default="runs/cv/layout_pw2",
-                        help="per-fold content models of grownup evaluate --protocol site-cv "
+                        help="per-fold content models of grownup lab evaluate --protocol site-cv "
                              "(DIR/foldK/model; default: runs/cv/layout_pw2)")
     parser.add_argument("--dataset", default="wcxb_dev",
                         help="the page-type set scored (default: wcxb_dev)")
@@ -446,7 +446,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup genre-sites", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab page-type-sites", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

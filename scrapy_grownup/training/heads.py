@@ -4,7 +4,7 @@ The backbone and content head stay exactly as trained (content extraction does n
 backbone runs once over the pages, and the heads then take many cheap full-batch steps on the
 cached features: a 10-fold genre cross-validation takes seconds per fold instead of the
 minutes that fine-tuning the whole network takes, and a shipped model gains its heads without
-being retrained (``grownup fit-heads``: ``fit_heads.py``).
+being retrained (``grownup lab fit-heads``: ``fit_heads.py``).
 """
 
 from __future__ import annotations

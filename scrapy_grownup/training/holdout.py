@@ -2,7 +2,7 @@
 the host-level site split of L3S-GN1's roles.
 
 ``heldout_ids(name)`` are a fixed 20% of a set's pages (a hash of each id, so the same on every
-machine); ``grownup train`` leaves them out and ``grownup evaluate`` / ``genre-cv --model`` /
+machine); ``grownup train`` leaves them out and ``grownup lab evaluate`` / ``page-type-cv --model`` /
 ``roles-eval --model`` / ``fit-heads`` score on them. ``site_split`` puts every page of a host
 on one side (``page_host``: the host without ``www.``).
 """

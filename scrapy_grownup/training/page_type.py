@@ -1,9 +1,9 @@
-"""``grownup fit-page-type``: fit the page-type classifier (``page_type_classifier``: a linear
+"""``grownup lab fit-page-type``: fit the page-type classifier (``page_type_classifier``: a linear
 SVM and, with ``--stack``, boosted trees stacked on it) on every page of a page-type set and
 add it to a model.
 
 It reads the model's own pooled genre inputs (``GrownUpModel.genre_inputs``, the backbone
-frozen), so a classifier belongs to the weights it was fitted with. ``grownup genre-sites``
+frozen), so a classifier belongs to the weights it was fitted with. ``grownup lab page-type-sites``
 measures the same recipe across sites (its ``stacked`` and ``linear`` arms: fitted on each
 fold's training sites with that fold's backbone); this command fits it on all pages for
 shipping.
@@ -91,7 +91,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup fit-page-type", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab fit-page-type", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``grownup evaluate``: ours next to "no filter", "perfect filter" and trafilatura.
+"""``grownup lab evaluate``: ours next to "no filter", "perfect filter" and trafilatura.
 
 Every method is scored on the same test pages in the same run with both metrics: the paper's
 LCS F1 and the article-extraction-benchmark's word-4-shingle F1.

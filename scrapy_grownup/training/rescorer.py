@@ -1,9 +1,9 @@
-"""``grownup fit-rescorer``: fit the block rescorer on out-of-fold scores, measure it across
+"""``grownup lab fit-rescorer``: fit the block rescorer on out-of-fold scores, measure it across
 sites, and add it to a model.
 
 The rescorer (``block_rescorer``) must learn how the content model errs on sites it has never
 seen, so it trains on scores the model gave pages of unseen sites: each site-cv fold model's
-scores of its own test pages (``grownup evaluate --protocol site-cv`` leaves the fold models in
+scores of its own test pages (``grownup lab evaluate --protocol site-cv`` leaves the fold models in
 ``OUT/site-cv/foldK/model``). Measured nested, so no figure comes from a page whose site the
 rescorer or the model trained on:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import pickle
+import os
 import shutil
 import sys
 import time
@@ -66,7 +66,7 @@ def ablated_columns(groups) -> np.ndarray:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cv-dir", required=True,
-                   help="the site-cv fold models: DIR/fold0/model ... (grownup evaluate "
+                   help="the site-cv fold models: DIR/fold0/model ... (grownup lab evaluate "
                         "--protocol site-cv --out OUT leaves them in OUT/site-cv)")
     p.add_argument("--also-cv-dir", action="append", default=[], metavar="DIR",
                    help="site-cv fold models of another training of the same recipe (another "
@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also measure on a held-out dataset (repeatable)")
     p.add_argument("--folds", type=int, default=5, help="site-cv folds (default: 5)")
     p.add_argument("--only-folds", default=None, metavar="0,1",
-                   help="use only these site-cv folds (those grownup evaluate --only-folds "
+                   help="use only these site-cv folds (those grownup lab evaluate --only-folds "
                         "trained): each is rescored by trees fitted on the others' pages")
     p.add_argument("--train-datasets", default="dragnet,cleaneval",
                    help="the extra training sets of the folds' plan (default: dragnet,cleaneval)")
@@ -130,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "folds' pages those plans let train), not site-cv")
     p.add_argument("--scores", default=None,
                    help="also write every page's scores here, one JSON line per page and "
-                        "method, as grownup evaluate's scores.jsonl")
+                        "method, as grownup lab evaluate's scores.jsonl")
     p.add_argument("--device", default="cpu",
                    help="where the fold models score their pages (default: cpu)")
     add_run_arguments(p)
@@ -173,8 +173,8 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
         # the vectors the fold models trained on are on disk (corpus_encoder): a MiniLM fold
         # is scored in seconds rather than embedded again for half an hour on a core
         extractor.featurizer.encoder.use_disk_cache()
-    path = cache / f"{plan.name}-{extractor.version or 'unversioned'}.pkl"
-    cached = pickle.loads(path.read_bytes()) if path.is_file() else {}
+    path = cache / f"{plan.name}-{extractor.version or 'unversioned'}.npz"
+    cached = load_score_cache(path)
     pages = []
     for record in plan.test:
         try:
@@ -189,11 +189,41 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
         t0 = time.time()
         for i, probs in zip(missing, extractor.score([pages[i] for i in missing])):
             cached[record_key(plan.test[i])] = probs.astype(np.float32)
-        cache.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(cached))
+        save_score_cache(path, cached)
         logger.info("%s: scored %d pages in %.0f s", plan.name, len(missing), time.time() - t0)
     return [ScoredPage(r, p, cached.get(record_key(r)), threshold) if p is not None
             else ScoredPage(r, None, None, threshold) for r, p in zip(plan.test, pages)]
+
+
+def load_score_cache(path: Path) -> dict[str, np.ndarray]:
+    """``DATASET/ID`` -> float32 node scores, from ``save_score_cache``'s ``.npz`` (read with
+    ``allow_pickle=False``: a cache file can hold arrays only, never code); empty when there
+    is none or it cannot be read (the pages are scored again)."""
+    if not path.is_file():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys, offsets, scores = data["keys"], data["offsets"], data["scores"]
+            return {str(key): scores[offsets[i]:offsets[i + 1]].astype(np.float32)
+                    for i, key in enumerate(keys.tolist())}
+    except (OSError, ValueError, KeyError) as exc:
+        logger.warning("ignoring the unreadable score cache %s: %s", path, exc)
+        return {}
+
+
+def save_score_cache(path: Path, cached: dict[str, np.ndarray]) -> None:
+    """Write ``cached`` as one ``.npz``: the keys, every page's scores end to end and where
+    each page's start (written to a temporary file first, then renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = list(cached)
+    sizes = [len(cached[k]) for k in keys]
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+    scores = np.concatenate([np.asarray(cached[k], dtype=np.float32).ravel() for k in keys]) \
+        if keys else np.zeros(0, dtype=np.float32)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        np.savez(out, keys=np.array(keys, dtype=str), offsets=offsets, scores=scores)
+    os.replace(tmp, path)
 
 
 BLOCK_WEIGHTS = ("log-chars", "page-log-chars", "page-chars")
@@ -373,7 +403,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup fit-rescorer", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab fit-rescorer", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

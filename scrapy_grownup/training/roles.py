@@ -6,7 +6,7 @@ node's role is the majority label of its own tokens after aligning the page's to
 annotated blocks (the same difflib alignment as the content labels; unmatched page tokens are
 "not content"); nodes that own no text get -1 and are never scored.
 
-``python -m scrapy_grownup.training.roles`` (``grownup roles-eval``) trains a model with the
+``python -m scrapy_grownup.training.roles`` (``grownup lab roles-eval``) trains a model with the
 content and role heads on the L3S-GN1 pages of 80% of the sites and reports per-role F1 on the
 pages of the other 20% of the sites (split by host name, so no site is on both sides); with
 ``--model DIR`` it scores a trained model's role head on the pages of L3S-GN1's trainer hold-out
@@ -288,7 +288,7 @@ def run_model_holdout(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return standalone("grownup roles-eval", __doc__, add_arguments, run, argv)
+    return standalone("grownup lab roles-eval", __doc__, add_arguments, run, argv)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -79,7 +79,7 @@ def train_ids(dataset: str) -> tuple[str, set[str] | None]:
     split = TRAIN_SPLITS[dataset]
     if split != "all" or dataset in datasets.MODERN_DATASETS:
         # the modern sets keep no page hold-out: they are scored by the cross-site protocols
-        # (``grownup evaluate --protocol site-cv``), whose folds are whole sites
+        # (``grownup lab evaluate --protocol site-cv``), whose folds are whole sites
         return split, None
     return split, set(holdout(dataset)[0])
 

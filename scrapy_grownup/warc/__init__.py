@@ -1,6 +1,9 @@
 """WARC archives -> a sharded pre-training corpus of featurized pages and same-website pairs.
 
-Modules: ``sources`` (paths, globs, URLs), ``reader`` (records, skips), ``writer`` (featurize
+Modules: ``sources`` (paths, globs, URLs; archives known by their first bytes; the skips of
+paths), ``reader`` (records, skips: shared by the corpus, ``grownup extract`` and
+``scrapy_grownup.datatrove``), ``extract`` (archives as ``grownup extract``'s pages, and its
+resuming), ``writer`` (featurize
 and shard one archive), ``shards``, ``pairs``, ``manifest`` (markers, index, manifest),
 ``corpus`` (``load_corpus``), ``spider`` (``grownup_warc``), ``scaleout`` (``grownup_warc_redis``
 on scrapy-redis), ``archive`` (``WarcArchiveMiddleware``: crawl -> WARC), ``settings``.

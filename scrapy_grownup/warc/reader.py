@@ -19,10 +19,22 @@ when it is missing or generic, on the sniffed body. Skip reasons:
   lines its length implies: a wrong Content-Length), ``corrupt`` (the archive could not be parsed
   at some offset; reading resumes at the next gzip member or ``WARC/`` header when the file is
   seekable), ``truncated_file`` (the archive ends inside a record), ``file_unreadable`` (cannot
-  be opened or fetched).
+  be opened or fetched);
+- nothing in it: ``empty_file`` (zero bytes), ``no_records`` (bytes, but not one record).
 
-A whole-file gzip ("non-chunked", which warcio rejects after the first record) is read again as
-one decompressed stream, so such files are read completely instead of failing.
+Every archive thus ends as records read or at least one counted skip.
+
+A whole-file gzip ("non-chunked": one gzip member holding every record, which warcio rejects
+after the first record, or fails on in other words when a record's Content-Length is wrong) is
+read again as one decompressed stream, so such files are read completely instead of failing;
+its damaged regions are passed over as in a plain file (reading resumes at the next ``WARC/``
+line of the decompressed stream), so the same bytes gzipped whole or not give the same pages.
+
+The skip reasons of the paths themselves (before any archive is opened: ``missing_path``,
+``dangling_link``, ``link_loop``, ``not_a_file``, ``unreadable_path``, ``empty_directory``) are
+``sources.PATH_SKIP_REASONS``. ``grownup warc`` (the pre-training corpus), ``grownup extract``
+and the datatrove steps (``scrapy_grownup.datatrove``) all read archives with this reader and
+count with these reasons.
 """
 
 from __future__ import annotations
@@ -128,8 +140,20 @@ class RecordReader:
             logger.error("cannot open %s: %s", self.source.location, self.failed)
             yield Skip("file_unreadable", None, self.failed)
             return
+        events = 0
         try:
-            yield from self._iterate(raw)
+            for event in self._iterate(raw):
+                events += 1
+                yield event
+            if not events:
+                # Nothing at all came out: an empty file, or bytes without a single record.
+                # Either is said, so that every archive ends as records or counted skips.
+                size = self.source.size()
+                reason = "empty_file" if size == 0 else "no_records"
+                detail = "the file is empty" if size == 0 else "no WARC/ARC record in it"
+                self.errors.append(f"{reason}: {detail}")
+                logger.warning("%s: %s, nothing read", self.source.location, detail)
+                yield Skip(reason, None, detail)
         except Exception as exc:  # noqa: BLE001 - the last guard: one archive, one skip
             # Whatever bad data does to warcio, gzip or a seek, the rest of this archive is
             # given up and counted as damage; the next archive is still read.
@@ -146,18 +170,29 @@ class RecordReader:
     def _iterate(self, raw: BinaryIO) -> Iterator[Candidate | Skip]:
         seekable = _seekable(raw)
         start = raw.tell() if seekable else 0
-        gzipped_whole = False  # reading the file again as one decompressed stream
+        # reading the file again as one decompressed stream; ``start`` and the resync points
+        # are then positions in that stream, not in the file
+        gzipped_whole = False
         skip_records = 0  # records already emitted before switching to that mode
         resyncs = 0
         while True:
-            if seekable:
-                raw.seek(start)
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped_whole else raw
+            if gzipped_whole:
+                raw.seek(0)
+                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+                if start:
+                    stream.seek(start)
+            else:
+                if seekable:
+                    raw.seek(start)
+                stream = raw
             iterator = _Iterator(stream, arc2warc=True)
             offset = None
-            damaged_at = None  # offset of a damaged record that ended the iteration
+            position = start  # where the current record starts in ``stream``
+            damaged_at = None  # position of a damaged record that ended the iteration
             try:
                 for record in iterator:
+                    if iterator.offset is not None and iterator.offset >= 0:
+                        position = iterator.offset
                     offset = None if gzipped_whole else iterator.offset
                     damaged_at = None
                     yield from self._boundary_events(iterator)
@@ -167,25 +202,25 @@ class RecordReader:
                     self.records += 1
                     for event in self._record_events(record, offset):
                         if isinstance(event, Skip) and event.reason in _DAMAGE:
-                            damaged_at = offset
+                            damaged_at = position
                         yield event
                 yield from self._boundary_events(iterator)
                 # A broken gzip member reads as a short record followed by a silent end of
                 # file: look for intact records after it before believing that end.
-                if damaged_at is None or not seekable or gzipped_whole or \
-                        resyncs >= MAX_RESYNCS:
+                if damaged_at is None or not seekable or resyncs >= MAX_RESYNCS:
                     return
-                resync = _find_sync_point(raw, damaged_at + 1)
+                resync = _safe_sync_point(stream, damaged_at + 1)
                 if resync is None:
                     return
                 resyncs += 1
                 self.errors.append(f"damaged record at {damaged_at}, resumed at {resync}")
-                logger.info("%s: resuming at offset %d after the damaged record at %d",
-                            self.source.location, resync, damaged_at)
+                logger.info("%s: resuming at %s %d after the damaged record at %d",
+                            self.source.location, "decompressed position" if gzipped_whole
+                            else "offset", resync, damaged_at)
                 start = resync
                 continue
             except Exception as exc:  # noqa: BLE001 - warcio, zlib, gzip and OSError all occur
-                error_offset = None if gzipped_whole else getattr(iterator, "offset", offset)
+                error_offset = getattr(iterator, "offset", offset)
                 if error_offset is not None and error_offset < 0:
                     # warcio's offset goes negative when a record of a whole-file gzip has a
                     # junk or negative Content-Length: it is not a position in the file.
@@ -197,25 +232,39 @@ class RecordReader:
                     logger.error("%s: reading stopped (%s)", self.source.location, message)
                     yield Skip("file_unreadable", error_offset, message)
                     return
-                if "non-chunked gzip" in str(exc) and not gzipped_whole and seekable:
+                if not gzipped_whole and seekable and (
+                        "non-chunked gzip" in str(exc) or _is_whole_file_gzip(raw)):
+                    # One gzip stream, not one member per record. warcio says so after the
+                    # first record ("non-chunked gzip"), or, where a record's Content-Length
+                    # is wrong, fails on the bytes after it with another error: either way the
+                    # file is read again as one decompressed stream, whose damaged regions
+                    # are then passed over as in a plain file.
                     logger.warning("%s is one gzip stream, not one member per record; "
                                    "reading it again as a single stream", self.source.location)
+                    if "non-chunked gzip" not in str(exc):  # damage, not only a way to gzip
+                        self.errors.append(f"gzip members not at record boundaries ({message}):"
+                                           f" read again as one stream")
                     gzipped_whole, skip_records, start = True, self.records, 0
                     self.records = 0
                     continue
                 truncated = _is_truncation(exc)
                 reason = "truncated_file" if truncated else "corrupt"
-                self.errors.append(f"{reason} at {error_offset}: {message}")
-                logger.warning("%s: %s at offset %s (%s)", self.source.location, reason,
-                               error_offset, message)
-                yield Skip(reason, error_offset, message)
-                if truncated or not seekable or gzipped_whole or resyncs >= MAX_RESYNCS:
+                where = (f"decompressed position {error_offset}" if gzipped_whole
+                         else f"offset {error_offset}")
+                self.errors.append(f"{reason} at {where}: {message}")
+                logger.warning("%s: %s at %s (%s)", self.source.location, reason, where, message)
+                yield Skip(reason, None if gzipped_whole else error_offset, message)
+                if truncated or not seekable or resyncs >= MAX_RESYNCS:
                     return
-                resync = _find_sync_point(raw, (error_offset or start) + 1)
+                if gzipped_whole and _is_data_error(exc):
+                    return  # one broken deflate stream: nothing after it can be decompressed
+                resync = _safe_sync_point(stream, max(error_offset or 0, position, start) + 1)
                 if resync is None:
                     return
                 resyncs += 1
-                logger.info("%s: resuming at offset %d", self.source.location, resync)
+                skip_records = 0  # the records after the damage were not read before
+                logger.info("%s: resuming at %s %d", self.source.location,
+                            "decompressed position" if gzipped_whole else "offset", resync)
                 start = resync
 
     def _boundary_events(self, iterator: _Iterator) -> Iterator[Skip]:
@@ -310,6 +359,27 @@ def _is_truncation(exc: BaseException) -> bool:
 
 def _is_data_error(exc: BaseException) -> bool:
     return isinstance(exc, (zlib.error, EOFError, gzip.BadGzipFile))
+
+
+def _safe_sync_point(stream: BinaryIO, position: int) -> int | None:
+    """``_find_sync_point``, None where the stream itself fails (a broken gzip stream)."""
+    try:
+        return _find_sync_point(stream, position)
+    except Exception as exc:  # noqa: BLE001 - zlib, gzip, OSError: no place to resume
+        logger.debug("no place to resume after %d: %s: %s", position, type(exc).__name__, exc)
+        return None
+
+
+def _is_whole_file_gzip(raw: BinaryIO) -> bool:
+    """A gzip file to read as one stream: it starts with a gzip member and no later member
+    begins with a record (one member holding every record, or members cut across records)."""
+    try:
+        raw.seek(0)
+        if raw.read(3) != _GZIP_MAGIC:
+            return False
+        return _find_sync_point(raw, 1) is None
+    except Exception:  # noqa: BLE001 - an unreadable file is not one to read again
+        return False
 
 
 def _find_sync_point(raw: BinaryIO, position: int) -> int | None:

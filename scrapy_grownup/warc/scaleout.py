@@ -34,7 +34,7 @@ from scrapy_redis.spiders import RedisMixin
 from scrapy_redis.utils import bytes_to_str
 
 from scrapy_grownup.warc.manifest import is_done, worker_id
-from scrapy_grownup.warc.sources import expand
+from scrapy_grownup.warc.sources import expand_inputs
 from scrapy_grownup.warc.spider import WarcSpider, require_asyncio_reactor
 
 logger = logging.getLogger(__name__)
@@ -104,10 +104,10 @@ class WarcRedisSpider(RedisMixin, WarcSpider):
                         logger.warning("queue entry %r names no archive", data)
                         self._inc("skipped/bad_queue_entry", 1)
                         continue
-                    sources, missing = expand([spec])
-                    for each in missing:
-                        self.writer.missing(each)
-                    for source in sources:
+                    found = expand_inputs([spec])
+                    for skip in found.skipped:
+                        self.writer.path_skipped(skip)
+                    for source in found.sources:
                         async for item in self._read_claimed(source, keys, me):
                             yield item
                 read_any = True
@@ -134,9 +134,10 @@ class WarcRedisSpider(RedisMixin, WarcSpider):
 def push(server, key: str, specs: list[str]) -> int:
     """Queue archives for the workers: local paths are expanded (directories, globs) into
     absolute paths first; URLs are queued as they are. Returns how many entries were pushed."""
-    sources, missing = expand(specs)
-    for spec in missing:
-        logger.error("no archive found at %s", spec)
+    found = expand_inputs(specs)
+    for skip in found.skipped:
+        logger.error("%s: not queued (%s): %s", skip.path, skip.reason, skip.detail)
+    sources = found.sources
     if sources:
         server.rpush(key, *[source.location for source in sources])
     return len(sources)

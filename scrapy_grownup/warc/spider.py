@@ -22,7 +22,7 @@ import scrapy
 from scrapy import signals
 
 from scrapy_grownup.warc.settings import WarcSettings
-from scrapy_grownup.warc.sources import expand, split_specs
+from scrapy_grownup.warc.sources import expand_inputs, split_specs
 from scrapy_grownup.warc.writer import CorpusWriter
 
 logger = logging.getLogger(__name__)
@@ -77,9 +77,11 @@ class WarcSpider(scrapy.Spider):
         if not self.specs:
             raise ValueError(f"{self.name}: no input; pass -a paths=FILE,DIR,GLOB or set "
                              f"GROWNUP_WARC_PATHS")
-        self.sources, self.missing = expand(self.specs)
+        found = expand_inputs(self.specs)
+        self.sources, self.missing, self.path_skips = found.sources, found.missing, found.skipped
         if not self.sources:
-            raise ValueError(f"{self.name}: no archive found at {', '.join(self.missing)}")
+            reasons = "; ".join(f"{skip.path}: {skip.reason}" for skip in self.path_skips)
+            raise ValueError(f"{self.name}: no archive found ({reasons})")
 
     def _inc(self, key: str, count: int) -> None:
         self.crawler.stats.inc_value(f"{STATS_PREFIX}/{key}", count)
@@ -87,8 +89,8 @@ class WarcSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         require_asyncio_reactor()
         self.writer.open()
-        for spec in self.missing:
-            self.writer.missing(spec)
+        for skip in self.path_skips:  # every path given ends as archives or counted skips
+            self.writer.path_skipped(skip)
         for source in self.sources:
             async for item in self.writer.read(source):
                 if self.warc_settings.items:

@@ -1,4 +1,4 @@
-"""Building archives for tests, benchmarks and ``grownup dataset-warc``, and finding the shared
+"""Building archives for tests, benchmarks and ``grownup lab dataset-warc``, and finding the shared
 WARC fixtures.
 
 ``write_warc`` writes real pages (from the shared datasets) under chosen URLs, with the request

@@ -321,6 +321,16 @@ class CorpusWriter:
         logger.error("no archive found at %s", spec)
         self.inc("skipped/missing_path")
 
+    def path_skipped(self, skip) -> None:
+        """A path that gave no archive (``sources.PathSkip``: a missing path, a dangling link,
+        a link loop, a FIFO, an empty directory...): counted in this run's stats by its reason
+        and logged, not in the corpus (it is not a property of the data)."""
+        if skip.reason == "missing_path":
+            logger.error("no archive found at %s", skip.path)
+        else:
+            logger.warning("%s: skipped (%s): %s", skip.path, skip.reason, skip.detail)
+        self.inc(f"skipped/{skip.reason}")
+
     def _progress(self) -> None:
         every = self.settings.log_every
         done = self.totals["html_records"]
