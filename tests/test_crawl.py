@@ -77,10 +77,25 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
         assert set(item["timing"]) == {"parse_ms", "batch_ms", "total_ms"}
     big = [item for item in items if item["url"].endswith("/big.html")]
     assert big and "bytes" in big[0]["truncated"]  # cut at GROWNUP_MAX_PAGE_BYTES, kept
-    # batching happened and was measured
+    # on a CPU the page workers hold the numpy model and build every article: no model
+    # process, no batches; each article's time in its worker was measured
+    assert stats["grownup/extracted_in_workers"] == stats["grownup/pages_featurized"]
+    assert stats["grownup/article_ms_per_page"] > 0
+    assert "grownup/batches" not in stats and "grownup/model_restarts" not in stats
+
+
+def test_with_a_model_process_pages_are_batched(site, tmp_path):
+    """GROWNUP_MODEL_PROCESS = True: the workers parse, one model process scores batches."""
+    base, kinds = site
+    stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index",
+                             settings={"GROWNUP_MODEL_PROCESS": True})
+    stories = [item for item in items if "/story-" in item["url"]]
+    assert len(stories) == NUM_STORIES
+    assert all(first_paragraph(item["url"]) in item["text"] for item in stories)
     assert stats["grownup/batches"] >= 1
     assert stats["grownup/batch_size_mean"] >= 1
     assert stats["grownup/model_ms_per_page"] > 0
+    assert "grownup/extracted_in_workers" not in stats
 
 
 def busy_share_of_cores(seconds: float = 1.0) -> float:

@@ -69,7 +69,7 @@ BAD = {
     "GROWNUP_BATCH_WAIT_MS": ("soon", "allowed: a number of milliseconds >= 0"),
     "GROWNUP_BATCHES_IN_FLIGHT": ("0", "too small; allowed: a whole number >= 1"),
     "GROWNUP_QUEUE_SIZE": ("-4", "allowed: a whole number >= 1"),
-    "GROWNUP_MODEL_PROCESS": ("sometimes", "allowed: True or False"),
+    "GROWNUP_MODEL_PROCESS": ("sometimes", "allowed: auto, True or False"),
     "GROWNUP_MODEL_THREADS": ("2.5", "not a whole number; allowed: a whole number >= 1"),
     "GROWNUP_WORKERS": ("two", "not a whole number; allowed: a whole number >= 0, or 'auto'"),
     "GROWNUP_MAX_PENDING_PAGES": ("0", "allowed: a whole number >= 1"),

@@ -17,6 +17,7 @@ from scrapy_grownup.errors import (ArticleError, EmptyPageError, GrownupError, M
                      ParseError)
 from scrapy_grownup.crawl.items import article_values, fill_item
 from scrapy_grownup.crawl.runtime import RuntimeComponent
+from scrapy_grownup.crawl.page_worker import ExtractedPage
 from scrapy_grownup.crawl.workers import PageTimeoutError, WorkerCrashedError
 
 logger = logging.getLogger(__name__)
@@ -58,16 +59,20 @@ class ArticlePipeline(RuntimeComponent):
         except Exception as exc:  # noqa: BLE001 - each page's failure is its own drop
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
         runtime.inc("pages_featurized")
-        batcher = runtime.batcher
-        runtime.max_stat("queue_depth_max", batcher.queue_depth + 1)
-        start = time.perf_counter()
-        try:
-            article = await batcher.article(parsed)  # the model process unpickles it
-        except Exception as exc:  # noqa: BLE001 - this page's own error, never a batch-mate's
-            logger.warning("no article for %s: %s", claim.url, exc)
-            raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
-        batch_ms = 1000.0 * (time.perf_counter() - start)
-        runtime.record_batch_stats()
+        if isinstance(parsed, ExtractedPage):  # a page worker built the article
+            article, batch_ms = parsed.article, 1000.0 * parsed.article_seconds
+            runtime.count_worker_article(batch_ms)
+        else:
+            batcher = runtime.batcher
+            runtime.max_stat("queue_depth_max", batcher.queue_depth + 1)
+            start = time.perf_counter()
+            try:
+                article = await batcher.article(parsed)  # the model process unpickles it
+            except Exception as exc:  # noqa: BLE001 - this page's own error only
+                logger.warning("no article for %s: %s", claim.url, exc)
+                raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
+            batch_ms = 1000.0 * (time.perf_counter() - start)
+            runtime.record_batch_stats()
         if article.text_source:  # "prose": pages of a site the model cannot read
             runtime.inc(f"text_source/{article.text_source}")
         settings = runtime.settings

@@ -59,6 +59,8 @@ class GrownupRuntime:
         self.model: ProcessPool | None = None
         self.model_info: dict = {}
         self.batcher = None
+        self.in_workers = False  # set at open: whether the page workers extract whole pages
+        self._worker_articles, self._worker_article_ms = 0, 0.0
         self._opened: asyncio.Task | None = None
         self._closed = False
 
@@ -94,6 +96,10 @@ class GrownupRuntime:
 
         s = self.settings
         start = time.perf_counter()
+        self.in_workers = extract_in_workers(s)
+        if self.in_workers:
+            await self._load_into_workers(start)
+            return
         self.model = ProcessPool(1 if s.model_process else 0, "model",
                                  initializer=load_extractor,
                                  initargs=(s.model, s.device, s.limits, s.batch_nodes,
@@ -124,6 +130,35 @@ class GrownupRuntime:
                     " on rescored blocks" if info.get("rescorer") else "",
                     "on" if info["refine"] else "off",
                     "in a model process" if s.model_process else "on a thread of the crawl",
+                    time.perf_counter() - start)
+
+    async def _load_into_workers(self, start: float) -> None:
+        """The page workers load the model and extract whole pages; no model process."""
+        from scrapy_grownup.crawl.model_process import describe
+        from scrapy_grownup.crawl.page_worker import extract_in_worker, extraction_worker
+
+        s = self.settings
+        self.pool.extract_whole_pages(
+            extraction_worker, (s.page_timeout, s.model, s.device, s.limits, s.batch_nodes,
+                                s.model_threads, s.threshold, s.refine, s.rescorer),
+            extract_in_worker)
+        self.model_info = await self.pool.processes.call(describe,
+                                                         what=f"loading {s.model!r}")
+        if s.page_types and not self.model_info["num_genres"]:
+            from scrapy_grownup.errors import ModelLoadError
+
+            raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
+                                 "page-type head: it cannot tell page types apart")
+        await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")
+        info = self.model_info
+        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s%s, "
+                    "refine %s, in each of %d page workers: ready in %.1f s", info["loaded"],
+                    info["version"] or "unknown",
+                    "" if info["loaded"] == s.model else f"; GROWNUP_MODEL = {s.model!r}",
+                    info["device"], info["threshold"],
+                    " (adapted per page)" if info.get("adaptive") else "",
+                    " on rescored blocks" if info.get("rescorer") else "",
+                    "on" if info["refine"] else "off", max(s.workers, 1),
                     time.perf_counter() - start)
 
     # -- pages ----------------------------------------------------------------------------------
@@ -174,7 +209,17 @@ class GrownupRuntime:
             self.claims.clear()
         self.asked.clear()  # with_article items no callback yielded (or scrapy parse's)
 
+    def count_worker_article(self, article_ms: float) -> None:
+        """One article a page worker built (``article_ms``: its part after the parse)."""
+        self._worker_articles += 1
+        self._worker_article_ms += article_ms
+        self.set_stat("extracted_in_workers", self._worker_articles)
+        self.set_stat("article_ms_per_page",
+                      round(self._worker_article_ms / self._worker_articles, 2))
+
     def record_batch_stats(self) -> None:
+        if self.batcher is None:  # the page workers extract whole pages: no batches
+            return
         stats = self.batcher.stats
         self.set_stat("batches", stats.batches)
         self.set_stat("batch_size_mean", round(stats.mean_batch_size, 2))
@@ -182,6 +227,26 @@ class GrownupRuntime:
         self.set_stat("queue_depth_max", stats.max_queue)
         if stats.oom_splits:
             self.set_stat("oom_splits", stats.oom_splits)
+
+
+def extract_in_workers(settings: GrownupSettings) -> bool:
+    """Whether the page workers extract whole pages (``page_worker``): with
+    ``GROWNUP_MODEL_PROCESS = "auto"``, where the model runs on a CPU with the numpy runtime
+    and a text encoder without torch; read from the model's ``config.json`` (no model loads)."""
+    if settings.model_process != "auto":
+        return False
+    from scrapy_grownup.errors import GrownupError
+    from scrapy_grownup.extractor import auto_model, choose_runtime, resolve_model_dir
+    from scrapy_grownup.model.files import read_model_config
+
+    try:
+        name = auto_model(settings.device, warn=False) if settings.model == "auto" \
+            else settings.model
+        config, _ = read_model_config(resolve_model_dir(name))
+    except GrownupError:  # the model process's load reports it, as before
+        return False
+    return config.encoder == "static" and choose_runtime("auto", config, settings.device) == \
+        "numpy"
 
 
 class RuntimeComponent:

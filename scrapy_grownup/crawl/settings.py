@@ -30,7 +30,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_BATCH_WAIT_MS": 50,
     "GROWNUP_BATCHES_IN_FLIGHT": 2,
     "GROWNUP_QUEUE_SIZE": 256,
-    "GROWNUP_MODEL_PROCESS": True,
+    "GROWNUP_MODEL_PROCESS": "auto",
     "GROWNUP_MODEL_THREADS": 1,
     "GROWNUP_WORKERS": "auto",
     "GROWNUP_MAX_PENDING_PAGES": 64,
@@ -63,6 +63,16 @@ def _bool(name: str, value) -> bool:
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
         return value.strip().lower() in _TRUE
     raise _bad(name, value, "not a boolean", "True or False")
+
+
+def _model_process(name: str, value) -> bool | str:
+    """``"auto"``, or a boolean (``_bool``)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return _bool(name, value)
+    except SettingsError:
+        raise _bad(name, value, "not a boolean or auto", "auto, True or False") from None
 
 
 def _whole(minimum: int, extra: str = "") -> Callable[[str, object], int]:
@@ -207,7 +217,7 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
     "GROWNUP_BATCH_WAIT_MS": _milliseconds,
     "GROWNUP_BATCHES_IN_FLIGHT": _whole(1),
     "GROWNUP_QUEUE_SIZE": _whole(1),
-    "GROWNUP_MODEL_PROCESS": _bool,
+    "GROWNUP_MODEL_PROCESS": _model_process,
     "GROWNUP_MODEL_THREADS": _whole(1),
     "GROWNUP_WORKERS": _workers,
     "GROWNUP_MAX_PENDING_PAGES": _whole(1),
@@ -285,7 +295,9 @@ class GrownupSettings:
     batch_wait_ms: float
     batches_in_flight: int
     queue_size: int
-    model_process: bool
+    # "auto": the page workers run the model where it runs on a CPU with the numpy runtime,
+    # else a model process; True: a model process; False: a thread of the crawl's process
+    model_process: bool | str
     model_threads: int
     workers: int
     max_pending_pages: int

@@ -450,6 +450,13 @@ class FeaturizerPool:
     def restarts(self) -> int:
         return self.processes.restarts
 
+    def extract_whole_pages(self, initializer: Callable[..., None], initargs: tuple,
+                            extract: Callable[..., Any]) -> None:
+        """Before the first page: workers set up by ``initializer(*initargs)`` (which loads the
+        model), each page through ``extract`` (``page_worker``) instead of a parse."""
+        self.processes.initializer, self.processes.initargs = initializer, initargs
+        self.parse = extract
+
     async def submit(self, body: bytes, url: str | None = None,
                      content_type: str | None = None) -> "asyncio.Task[ParsedPage]":
         """Start parsing one page; waits first while ``max_pending`` pages are in flight.
