@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from scrapy_grownup.page import fonts
 from scrapy_grownup.output import markdown
+from tests.profiling import python_calls
 
 # The former patterns, as references for the results.
 OLD_DECL = re.compile(r"([a-zA-Z-]+)\s*:\s*([^;]+)")
@@ -140,21 +141,6 @@ def test_class_words_match_the_former_ones(value):
     assert _words(value) == _former_words(value)
 
 
-def python_calls(fn, *args) -> int:
-    """Python-level function calls of ``fn(*args)``, after one call to warm caches up."""
-    fn(*args)
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        calls += event == "call"
-
-    sys.setprofile(count)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 def test_class_words_cost_no_python_call_per_word():

@@ -12,6 +12,7 @@ from scrapy_grownup.output.assembly import assemble_text
 from scrapy_grownup.page.dom import parse_page
 from scrapy_grownup.page.limits import PageLimits
 from scrapy_grownup.output.markdown import to_markdown
+from tests.profiling import python_calls
 
 GOLDEN = Path(__file__).parent / "golden"
 PAGES = {
@@ -339,24 +340,6 @@ def test_escaping_matches_the_former_one():
             assert _escape(text, False, table) == _former_escape(text, table), text
 
 
-def python_calls(fn, *args) -> int:
-    """How many Python-level function calls ``fn(*args)`` makes (C functions not counted),
-    run once before, so that what is compiled and cached on a first call is not counted."""
-    import sys
-
-    fn(*args)
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        calls += event == "call"
-
-    sys.setprofile(count)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 @pytest.mark.parametrize("run", ["[", "_ ", "*", "\\", "&lt;a", "`", "|"])

@@ -65,6 +65,26 @@ def check_match(directory: Path, config: ModelConfig, encoder: str | None,
                              + "; ".join(mismatches))
 
 
+def open_model(directory: str | os.PathLike, expected_encoder: str | None,
+               expected_feature_version: str | None, expected_input_blocks: list | None,
+               verify_checksum: bool) -> tuple[ModelConfig, dict[str, Any], Path]:
+    """``(config, config.json document, weights path)`` of a saved model, after the checks
+    both runtimes make before reading a tensor: the config, the featurizer match, the weights
+    file's presence and checksum."""
+    directory = Path(directory)
+    config, doc = read_model_config(directory)
+    check_match(directory, config, expected_encoder, expected_feature_version,
+                expected_input_blocks)
+    weights = directory / WEIGHTS_NAME
+    if not weights.is_file():
+        raise ModelLoadError(f"{weights}: missing")
+    digest = doc.get("weights_sha256")
+    if verify_checksum and digest and sha256(weights) != digest:
+        raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
+                             f"not the one config.json was written with)")
+    return config, doc, weights
+
+
 def header_shapes(weights: Path) -> dict[str, tuple[int, ...]]:
     """Name and shape of every tensor in a safetensors file, from its header alone."""
     from safetensors import SafetensorError, safe_open

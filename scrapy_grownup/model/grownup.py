@@ -23,7 +23,7 @@ from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model.backbone import GrownUpBackbone, graph_inputs
 from scrapy_grownup.model.config import ModelConfig
 from scrapy_grownup.model.files import (CONFIG_NAME, FORMAT_VERSION, MODEL_TYPE, WEIGHTS_NAME,
-                                        check_match, check_tensors, header_shapes,
+                                        check_tensors, header_shapes, open_model,
                                         read_model_config, sha256,
                                         text_length_column)
 from scrapy_grownup.model.heads import (ArcFaceHead, ContentPooledReadout, ContextRoleHead, NodeHead, PageBatchNorm,
@@ -219,16 +219,8 @@ class GrownUpModel(nn.Module):
         from safetensors.torch import load_file
 
         directory = Path(directory)
-        config, doc = cls.read_config(directory)
-        check_match(directory, config, expected_encoder, expected_feature_version,
-                    expected_input_blocks)
-        weights = directory / WEIGHTS_NAME
-        if not weights.is_file():
-            raise ModelLoadError(f"{weights}: missing")
-        expected_digest = doc.get("weights_sha256")
-        if verify_checksum and expected_digest and sha256(weights) != expected_digest:
-            raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
-                                 f"not the one config.json was written with)")
+        config, doc, weights = open_model(directory, expected_encoder, expected_feature_version,
+                                          expected_input_blocks, verify_checksum)
         # Before anything is allocated: the shapes config.json implies (a model built on the
         # meta device, no memory) must be those of the weights (their safetensors header). A
         # config whose sizes were edited (a huge hidden_size, no checksum) would otherwise build

@@ -32,8 +32,8 @@ import numpy as np
 
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model.config import ModelConfig
-from scrapy_grownup.model.files import (WEIGHTS_NAME, check_match, check_tensors, header_shapes,
-                                        read_model_config, sha256, text_length_column)
+from scrapy_grownup.model.files import (WEIGHTS_NAME, check_tensors, header_shapes, open_model,
+                                        text_length_column)
 
 ONNX_NAME = "backbone.onnx"  # the backbone and content head for ONNX Runtime (``onnx_export``)
 LAYER_NORM_EPS = 1e-5
@@ -323,16 +323,10 @@ class NumpyModel:
         from safetensors.numpy import load_file
 
         directory = Path(directory)
-        config, doc = read_model_config(directory)
-        check_match(directory, config, expected_encoder, expected_feature_version,
-                    expected_input_blocks)
-        weights = directory / WEIGHTS_NAME
-        if not weights.is_file():
-            raise ModelLoadError(f"{weights}: missing")
+        config, doc, weights = open_model(directory, expected_encoder,
+                                          expected_feature_version, expected_input_blocks,
+                                          verify_checksum)
         digest = doc.get("weights_sha256")
-        if verify_checksum and digest and sha256(weights) != digest:
-            raise ModelLoadError(f"{weights}: checksum mismatch (file corrupt, truncated or "
-                                 f"not the one config.json was written with)")
         if not supports(config):
             raise ModelLoadError(f"{directory}: the numpy runtime does not run this model "
                                  "(Transformer blocks or node context): load it with torch")
