@@ -13,6 +13,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import sys
 import zlib
 from collections import Counter
@@ -23,7 +24,7 @@ from scrapy_grownup.errors import GrownupError
 
 logger = logging.getLogger("scrapy_grownup.cli.main")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
-OUTPUT_FORMATS = ("json", "text", "markdown")
+OUTPUT_FORMATS = ("json", "text", "markdown", "html", "csv")
 # Why a page gave no article, as the summary line counts it (the crawl's drop reasons).
 SKIP_REASONS = {"NotHTMLError": "not_html", "EmptyPageError": "empty_page",
                 "ParseError": "parse_error", "ModelError": "model_error",
@@ -39,13 +40,15 @@ def _is_html_name(path: Path) -> bool:
     return name.removesuffix(".gz").endswith(HTML_SUFFIXES)
 
 
-def _inputs(paths: list[str]) -> list:
+def _inputs(paths: list[str], roots: list | None = None) -> list:
     """What ``extract`` reads, in order: each file as given (a WARC/ARC archive when its first
     bytes are one, gzipped or not, or when it is named like one; a page otherwise), an http(s)
     URL as an archive read as it downloads, under
     directories the HTML files (``.gz`` too) and the archives (by content or name), sorted,
     ``"-"`` for standard input, and a ``sources.PathSkip`` for each path that gives nothing
-    (a dangling link, a link loop, a FIFO, an empty directory): counted, not an error."""
+    (a dangling link, a link loop, a FIFO, an empty directory): counted, not an error.
+    ``roots`` (when given) gets, for each input, the directory given that it was found under
+    (None for an input given itself): ``-o DIR`` names its files after their place there."""
     from scrapy_grownup.warc.sources import expand_inputs
 
     inputs: list = []
@@ -54,11 +57,18 @@ def _inputs(paths: list[str]) -> list:
             if "-" in inputs:
                 raise UserError("'-' (standard input) can be given only once")
             inputs.append("-")
+            if roots is not None:
+                roots.append(None)
             continue
         if not raw.startswith(("http://", "https://")) and not os.path.lexists(raw):
             raise UserError(f"no such file or directory: {raw}")
-        inputs.extend(expand_inputs([raw], page_name=lambda name: _is_html_name(Path(name)),
-                                    sort_pages=True).items)
+        items = expand_inputs([raw], page_name=lambda name: _is_html_name(Path(name)),
+                              sort_pages=True).items
+        inputs.extend(items)
+        if roots is not None:
+            root = raw if not raw.startswith(("http://", "https://")) and os.path.isdir(raw) \
+                else None
+            roots.extend([root] * len(items))
     return inputs
 
 
@@ -96,7 +106,8 @@ def cmd_extract(args) -> int:
     from scrapy_grownup.warc.extract import ExtractProgress, estimated_pages
     from scrapy_grownup.warc.sources import PathSkip, Source
 
-    inputs = _inputs(args.paths)
+    roots: list = []
+    inputs = _inputs(args.paths, roots)
     archives = any(isinstance(item, Source) for item in inputs)
     real = [item for item in inputs if not isinstance(item, PathSkip)]
     if args.url and archives:
@@ -110,13 +121,25 @@ def cmd_extract(args) -> int:
             raise UserError(f"{broken[0].path}: {broken[0].detail} ({broken[0].reason})")
         raise UserError("no HTML files (.html, .htm, .xhtml, .shtml, or those .gz) or WARC/ARC "
                         "archives found in " + ", ".join(args.paths))
+    directory = _output_directory(args.output)
+    names = _output_names(inputs, roots, args.format, directory) if directory else None
     progress = state = None
-    if args.output != "-":
+    if directory is not None:
+        progress = ExtractProgress(str(directory), inputs, _progress_options(args))
+        progress.path = directory / DIRECTORY_PROGRESS  # inside DIR, not beside it
+        state = progress.load()
+        out = None
+    elif args.output != "-":
         progress = ExtractProgress(args.output, inputs, _progress_options(args))
         state = progress.load()
-    # before the model loads: a bad path fails at once
-    out = _open_output(args.output, state["output_bytes"] if state else None)
+    if directory is None:
+        # before the model loads: a bad path fails at once
+        out = _open_output(args.output, state["output_bytes"] if state else None)
     run = _Run(inputs, state, progress, archives)
+    several = archives or len(real) > 1
+    sink = _DirectoryOutput(directory, names, args.format, inputs) if directory is not None \
+        else _StreamOutput(out, args.format, several, fresh=not (state and
+                                                                 state["output_bytes"]))
     if state:
         logger.info("resuming %s: %d of %d inputs were done by an earlier run; going on from "
                     "%s (an archive is read again from its start)", args.output, run.done,
@@ -130,10 +153,9 @@ def cmd_extract(args) -> int:
         else:
             extractor = ArticleExtractor.from_pretrained(args.model, **_extractor_options(args))
             results = _local_chunks(extractor, chunks, args)
-        summary = _extract_all(results, out, args, run)
+        summary = _extract_all(results, sink, args, run)
     finally:
-        if out is not sys.stdout:
-            out.close()
+        sink.close()
     if progress is not None:
         progress.finish()  # the output is whole: a rerun starts over
     print(json.dumps(summary), file=sys.stderr)
@@ -145,7 +167,8 @@ def _progress_options(args) -> dict:
     resumed."""
     return {"format": args.format, "model": args.model, "url": args.url,
             "threshold": args.threshold, "precision": args.precision, "refine": args.refine,
-            "no_rescorer": args.no_rescorer, "comments": args.comments}
+            "no_rescorer": args.no_rescorer, "comments": args.comments,
+            "with_metadata": args.with_metadata}
 
 
 def _item_name(item) -> str:
@@ -172,6 +195,10 @@ class _Run:
         self.read = int(counts.get("read", 0))
         self.extracted = int(counts.get("extracted", 0))
         self.skipped: Counter = Counter(counts.get("skipped") or {})
+        # the pages (inputs, not an archive's records) that gave no article: name -> reason,
+        # the first MAX_LISTED_SKIPS of them, in the summary line
+        self.skipped_pages: dict = dict(counts.get("skipped_pages") or {})
+        self.unlisted = int(counts.get("skipped_pages_not_listed", 0))
         # ``archives`` and ``records`` of the archives written out; ``item_counts`` holds
         # those of each archive read (``warc.extract.record_entries``, by input index) until
         # its last line is written (``finish_inputs``)
@@ -186,7 +213,15 @@ class _Run:
 
     def counts(self) -> dict:
         return {"read": self.read, "extracted": self.extracted,
-                "skipped": dict(sorted(self.skipped.items())), **self.archive_counts}
+                "skipped": dict(sorted(self.skipped.items())),
+                "skipped_pages": dict(self.skipped_pages),
+                "skipped_pages_not_listed": self.unlisted, **self.archive_counts}
+
+    def skip_page(self, name: str, reason: str) -> None:
+        if len(self.skipped_pages) < MAX_LISTED_SKIPS:
+            self.skipped_pages[name] = reason
+        else:
+            self.unlisted += 1
 
     def finish_inputs(self, done: int) -> None:
         """Inputs before ``done`` are written out whole: their archives' counts count."""
@@ -195,12 +230,11 @@ class _Run:
                 self.archive_counts[key] = self.archive_counts.get(key, 0) + value
         self.finished = max(self.finished, done)
 
-    def position(self, out) -> int:
+    def position(self, sink) -> int:
         """The output's size now (0 without a progress file: not needed)."""
         if self.progress is None:
             return 0
-        out.flush()
-        return os.fstat(out.fileno()).st_size
+        return sink.size()
 
     def checkpoint(self, done: int, output_bytes: int, counts: dict | None = None) -> None:
         self.done = done
@@ -218,6 +252,10 @@ class _Run:
                    "skipped": dict(sorted(self.skipped.items()))}
         if self.archives:
             summary.update(self.archive_counts)
+        if self.skipped_pages:
+            summary["skipped_pages"] = dict(self.skipped_pages)
+        if self.unlisted:
+            summary["skipped_pages_not_listed"] = self.unlisted
         if self.resumed is not None:
             summary["resumed_after"] = self.resumed
         return summary
@@ -247,10 +285,12 @@ def _extract_jobs(args, pages: int) -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _extract_all(chunks, out, args, run: _Run) -> dict:
+def _extract_all(chunks, sink, args, run: _Run) -> dict:
     """Write each article of ``chunks`` (per batch of entries, one result per entry: ``("ok",
     body)`` or ``("skip", reason, detail[, quiet])``, in input order, with the number of inputs
-    done after it), count the rest by reason, record the progress; returns the summary."""
+    done after it) to ``sink`` (``_StreamOutput`` or ``_DirectoryOutput``), count the rest by
+    reason (a page's own skip, not an archive record's, also by name), record the progress;
+    returns the summary."""
     from contextlib import closing
 
     from tqdm import tqdm
@@ -271,21 +311,23 @@ def _extract_all(chunks, out, args, run: _Run) -> dict:
                 if owner != owners[0] and boundary is None or \
                         boundary is not None and owner != boundary[0]:
                     run.finish_inputs(owner)
-                    boundary = (owner, run.position(out), run.counts())
+                    sink.finish(owner)
+                    boundary = (owner, run.position(sink), run.counts())
                 run.read += 1
                 if result[0] == "skip":
                     run.skipped[result[1]] += 1
                     quiet = len(result) > 3 and result[3]
                     logger.log(logging.DEBUG if quiet else logging.WARNING,
                                "%s: skipped (%s): %s", name, result[1], result[2])
+                    if not quiet:
+                        run.skip_page(name, result[1])
                     continue
-                if args.format != "json" and run.extracted:
-                    out.write("\n")  # a blank line between pages
-                out.write(result[1])
+                sink.write(owner, name, result[1])
                 run.extracted += 1
             if done > owners[-1]:  # every input of this batch is finished
                 run.finish_inputs(done)
-                run.checkpoint(done, run.position(out))
+                sink.finish(done)
+                run.checkpoint(done, run.position(sink))
             elif boundary is not None:
                 run.checkpoint(*boundary)
             progress.update(len(results))
@@ -318,13 +360,15 @@ def _page_entries(chunk: list, args) -> list:
     return entries
 
 
-def chunk_results(extractor, entries: list, output_format: str, comments: bool) -> list:
+def chunk_results(extractor, entries: list, output_format: str, comments: bool,
+                  with_metadata: bool = False) -> list:
     """``[(name, ("ok", body) or ("skip", reason, detail[, quiet]))]`` of entries
     ``(name, bytes or (reason, detail), url[, extra])`` (``_page_entries``,
     ``warc.extract.record_entries``; ``extra``: the ``content_type`` the page was served
     with, the ``fields`` its JSON line gets, ``quiet`` to log its skip as debug): each page
-    parsed, the pages' articles made in one batch and rendered (``_render``). The same in
-    this process and in ``--jobs`` processes, so both write the same bytes."""
+    parsed, the pages' articles made in one batch and rendered (``_render``; ``with_metadata``:
+    text, Markdown and HTML with a header of the page's title, URL, authors and date). The
+    same in this process and in ``--jobs`` processes, so both write the same bytes."""
     from functools import partial
 
     from scrapy_grownup.page.dom import parse_page
@@ -352,7 +396,8 @@ def chunk_results(extractor, entries: list, output_format: str, comments: bool) 
             skip(i, _skip_reason(exc), _first_line(exc))
     if not pages:  # skips only: no model needed (the extractor may be None)
         return results
-    articles = partial(extractor.article_results, build_markdown=output_format != "text")
+    articles = partial(extractor.article_results,
+                       build_markdown=output_format not in ("text", "csv"))
     for i, article in zip(rows, run_split_on_oom(articles, pages)[0]):
         name = entries[i][0]
         fields = ((entries[i][3] if len(entries[i]) > 3 else None) or {}).get("fields")
@@ -360,7 +405,7 @@ def chunk_results(extractor, entries: list, output_format: str, comments: bool) 
             skip(i, _skip_reason(article), _first_line(article))
             continue
         try:
-            body = _render(article, name, output_format, comments, fields)
+            body = _render(article, name, output_format, comments, fields, with_metadata)
         except GrownupError as exc:  # a lazily built Markdown's own failure
             skip(i, "article_error", _first_line(exc))
             continue
@@ -412,17 +457,20 @@ def _input_chunks(inputs: list, args, run: _Run):
 
 def _local_chunks(extractor, chunks, args):
     for entries, done, owners in chunks:
-        yield chunk_results(extractor, entries, args.format, args.comments), done, owners
+        yield chunk_results(extractor, entries, args.format, args.comments,
+                            args.with_metadata), done, owners
 
 
-def _chunk_results_in_job(entries: list, output_format: str, comments: bool) -> list:
+def _chunk_results_in_job(entries: list, output_format: str, comments: bool,
+                          with_metadata: bool = False) -> list:
     """A ``--jobs`` process's side of ``chunk_results``, on the model it loaded."""
     from scrapy_grownup.crawl.model_process import loaded_extractor
 
-    return chunk_results(loaded_extractor(), entries, output_format, comments)
+    return chunk_results(loaded_extractor(), entries, output_format, comments, with_metadata)
 
 
-async def job_batch(pool, entries: list, output_format: str, comments: bool) -> list:
+async def job_batch(pool, entries: list, output_format: str, comments: bool,
+                    with_metadata: bool = False) -> list:
     """``chunk_results`` of one batch in a ``--jobs`` process of ``pool``
     (``workers.ProcessPool``). A batch whose process died twice is tried page by page, so
     only the page that kills a process is lost (``worker_crashed``)."""
@@ -430,13 +478,14 @@ async def job_batch(pool, entries: list, output_format: str, comments: bool) -> 
 
     try:
         return await pool.call(_chunk_results_in_job, entries, output_format, comments,
-                               what=f"a batch of {len(entries)} pages")
+                               with_metadata, what=f"a batch of {len(entries)} pages")
     except WorkerCrashedError:
         if len(entries) == 1:
             return [(entries[0][0], ("skip", "worker_crashed",
                                      "its process died twice"))]
         return [row for entry in entries
-                for row in await job_batch(pool, [entry], output_format, comments)]
+                for row in await job_batch(pool, [entry], output_format, comments,
+                                           with_metadata)]
 
 
 def _process_chunks(chunks, args, jobs: int):
@@ -453,7 +502,7 @@ def _process_chunks(chunks, args, jobs: int):
     pool = ProcessPool(jobs, "extract", initializer=load_extractor,
                        initargs=(args.model, options["device"], PageLimits(), None,
                                  options["threads"], options["threshold"], options["refine"],
-                                 options["rescore"]))
+                                 options["rescore"], None, False))
     loop = asyncio.new_event_loop()
     pending: list = []  # (task, done, owners, sent to a process)
 
@@ -467,10 +516,12 @@ def _process_chunks(chunks, args, jobs: int):
         for entries, done, owners in chunks:
             sent = any(not isinstance(entry[1], tuple) for entry in entries)
             if sent:
-                task = loop.create_task(job_batch(pool, entries, args.format, args.comments))
+                task = loop.create_task(job_batch(pool, entries, args.format, args.comments,
+                                                  args.with_metadata))
             else:
                 task = loop.create_future()
-                task.set_result(chunk_results(None, entries, args.format, args.comments))
+                task.set_result(chunk_results(None, entries, args.format, args.comments,
+                                              args.with_metadata))
             pending.append((task, done, owners, sent))
             while sum(1 for *_, busy in pending if busy) >= 2 * jobs:
                 task, done, owners, _ = pending.pop(0)
@@ -487,12 +538,14 @@ def _process_chunks(chunks, args, jobs: int):
 
 
 def _render(article, name: str, output_format: str, comments: bool = False,
-            fields: dict | None = None) -> str | None:
-    """One article as ``output_format`` (a JSON line, or the text / Markdown ending in a
-    newline); ``None`` when it has no text. ``comments`` appends the readers' comments (the
-    role head's ``comments`` field) to text and Markdown; JSON always has them in
-    ``comments``. ``fields`` are added to the JSON line (an archive record's ``path`` and
-    ``warc``)."""
+            fields: dict | None = None, with_metadata: bool = False) -> str | None:
+    """One article as ``output_format`` (a JSON line, a CSV row of ``CSV_COLUMNS``, or the
+    text, Markdown or HTML ending in a newline); ``None`` when it has no text. ``comments``
+    appends the readers' comments (the role head's ``comments`` field) to text, Markdown and
+    HTML; JSON always has them in ``comments``. ``fields`` are added to the JSON line (an
+    archive record's ``path`` and ``warc``). ``with_metadata`` puts the page's title, URL,
+    authors and date before the text or Markdown (``metadata_header``) and makes the HTML a
+    whole document whose head holds them."""
     if not article.text.strip():
         return None
     if output_format == "json":
@@ -500,11 +553,240 @@ def _render(article, name: str, output_format: str, comments: bool = False,
         record["path"] = name
         record.update(fields or {})
         return json.dumps(record, ensure_ascii=False) + "\n"
+    if output_format == "csv":
+        return csv_row(article, name)
+    if output_format == "html":
+        return article_html(article, comments, with_metadata)
     body = (article.markdown if output_format == "markdown" else article.text).rstrip("\n")
     if comments and (article.comments or "").strip():
         heading = "## Comments" if output_format == "markdown" else "Comments:"
         body += f"\n\n{heading}\n\n{article.comments.strip()}"
+    if with_metadata:
+        body = metadata_header(article, output_format) + body
     return body + "\n"
+
+
+# The columns of --format csv, one row per page (authors joined by "; ").
+CSV_COLUMNS = ("path", "url", "title", "authors", "date", "language", "page_type", "text")
+
+
+def _csv_line(values) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerow(values)
+    return buffer.getvalue()
+
+
+def csv_row(article, name: str) -> str:
+    """The CSV row (RFC 4180: quoted where needed, CRLF at its end) of ``article``."""
+    return _csv_line([name, article.url or "", article.title or "",
+                      "; ".join(article.authors or ()), article.published or "",
+                      article.language or "", article.page_type or "", article.text])
+
+
+def _metadata_values(article) -> list[tuple[str, str]]:
+    """``(name, value)`` of the header of ``--with-metadata``: those the page has."""
+    values = [("title", article.title), ("url", article.url),
+              ("author", "; ".join(article.authors or ())), ("date", article.published)]
+    return [(key, str(value)) for key, value in values if value]
+
+
+def metadata_header(article, output_format: str) -> str:
+    """``--with-metadata``'s header before a page's text (``Title: ...`` lines) or Markdown
+    (YAML front matter between ``---`` lines, its values JSON-quoted), and a blank line."""
+    values = _metadata_values(article)
+    if output_format == "markdown":
+        lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in values]
+        return "---\n" + "".join(line + "\n" for line in lines) + "---\n\n"
+    lines = [f"{key.capitalize() if key != 'url' else 'URL'}: {' '.join(value.split())}"
+             for key, value in values]
+    return "".join(line + "\n" for line in lines) + "\n" if lines else ""
+
+
+def article_html(article, comments: bool = False, with_metadata: bool = False) -> str:
+    """The article's clean HTML (``Article.html`` where the article has it; else a ``<p>`` per
+    line of its text, escaped), the comments in a ``<section>`` after it with ``comments``;
+    with ``with_metadata`` a whole document whose ``<head>`` holds the title, canonical URL,
+    authors and date."""
+    from html import escape
+
+    def paragraphs(text: str) -> str:
+        return "\n".join(f"<p>{escape(line.strip())}</p>" for line in text.splitlines()
+                         if line.strip())
+
+    body = (getattr(article, "html", None) or "").strip() or paragraphs(article.text)
+    if comments and (article.comments or "").strip():
+        body += f'\n<section class="comments">\n<h2>Comments</h2>\n' \
+                f'{paragraphs(article.comments)}\n</section>'
+    if not with_metadata:
+        return body + "\n"
+    head = ['<meta charset="utf-8">']
+    values = dict(_metadata_values(article))
+    if "title" in values:
+        head.append(f"<title>{escape(values['title'])}</title>")
+    if "url" in values:
+        head.append(f'<link rel="canonical" href="{escape(values["url"])}">')
+    if "author" in values:
+        head.append(f'<meta name="author" content="{escape(values["author"])}">')
+    if "date" in values:
+        head.append(f'<meta name="date" content="{escape(values["date"])}">')
+    lang = f' lang="{escape(article.language)}"' if article.language else ""
+    return (f"<!DOCTYPE html>\n<html{lang}>\n<head>\n" + "\n".join(head) +
+            f"\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+# -- where extract writes --------------------------------------------------------------------------
+# The file of an input under -o DIR, by format; an archive's, holding many pages: ``ARCHIVE_SUFFIX``
+PAGE_SUFFIX = {"json": ".json", "text": ".txt", "markdown": ".md", "html": ".html", "csv": ".csv"}
+ARCHIVE_SUFFIX = {**PAGE_SUFFIX, "json": ".jsonl"}
+# Formats of whole documents: a stream of several pages names each before it.
+DOCUMENT_FORMATS = ("text", "markdown", "html")
+DIRECTORY_PROGRESS = ".grownup-extract.progress.json"
+# Pages listed by name in the summary line at most (the rest only counted).
+MAX_LISTED_SKIPS = 100
+_ARCHIVE_NAME = re.compile(r"(\.w?arc)?(\.gz)?$", re.I)
+
+
+def _output_directory(output: str) -> Path | None:
+    """``-o``'s directory where it names one (an existing directory, or a path ending in
+    ``/``, created), else None (a file, or ``-``)."""
+    if output == "-" or not (output.endswith(("/", os.sep)) or os.path.isdir(output)):
+        return None
+    directory = Path(output)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+    if not os.access(directory, os.W_OK):
+        raise UserError(f"cannot write {output}: permission denied")
+    return directory
+
+
+def _output_names(inputs: list, roots: list, output_format: str, directory: Path) -> dict:
+    """``{input index: file under directory}`` (see ``-o``'s help): a page's file named after
+    it (``page.html`` -> ``page.txt``, ``.md``, ``.html``, ``.json``, ``.csv``), under the
+    sub-directories of the directory it was found in; an archive's (``crawl.warc.gz`` ->
+    ``crawl.jsonl``...) holding all its pages; ``stdin`` for standard input. A name taken
+    twice gets ``-2``, ``-3``... A file that would be an input itself is a ``UserError``."""
+    from scrapy_grownup.warc.sources import PathSkip, Source
+
+    names: dict[int, Path] = {}
+    taken: set[str] = set()
+    sources = set()
+    for index, (item, root) in enumerate(zip(inputs, roots)):
+        if isinstance(item, PathSkip):
+            continue
+        if isinstance(item, Source):
+            parent, stem = _relative_parent(item.location, root), _ARCHIVE_NAME.sub("", item.name)
+            suffix = ARCHIVE_SUFFIX[output_format]
+            if not item.is_url:
+                sources.add(os.path.realpath(item.location))
+        elif item == "-":
+            parent, stem, suffix = "", "stdin", PAGE_SUFFIX[output_format]
+        else:
+            name = Path(item).name
+            base = name[:-3] if name.lower().endswith(".gz") else name
+            stem = base[:base.rfind(".")] if _is_html_name(Path(base)) else name
+            parent, suffix = _relative_parent(str(item), root), PAGE_SUFFIX[output_format]
+            sources.add(os.path.realpath(item))
+        stem = stem or "page"
+        relative, k = Path(parent) / f"{stem}{suffix}", 1
+        while str(relative).lower() in taken:
+            k += 1
+            relative = Path(parent) / f"{stem}-{k}{suffix}"
+        taken.add(str(relative).lower())
+        names[index] = directory / relative
+    for index, path in names.items():
+        if os.path.realpath(path) in sources:
+            raise UserError(f"-o {directory}: {path} would overwrite an input; write to "
+                            "another directory")
+    return names
+
+
+def _relative_parent(location: str, root: str | None) -> str:
+    """The folder of ``location`` under the directory ``root`` it was found in ("" for one
+    given itself, or one outside it through a link)."""
+    if root is None or location.startswith(("http://", "https://")):
+        return ""
+    relative = os.path.relpath(os.path.abspath(location), os.path.abspath(root))
+    parent = os.path.dirname(relative)
+    return "" if parent.startswith("..") else parent
+
+
+class _StreamOutput:
+    """One stream (standard output or ``-o FILE``): JSON lines; CSV rows under one header
+    row; or text, Markdown or HTML, where with several pages each is named on a line of its
+    own before it (``==> NAME <==``, as ``head`` does) and pages are separated by a blank
+    line. ``fresh``: nothing of an earlier run is in the stream."""
+
+    def __init__(self, out, output_format: str, several: bool, fresh: bool = True):
+        self.out = out
+        self.format = output_format
+        self.several = several
+        self.written = not fresh
+        if output_format == "csv" and fresh:
+            out.write(_csv_line(CSV_COLUMNS))
+
+    def write(self, owner: int, name: str, body: str) -> None:
+        if self.format in DOCUMENT_FORMATS:
+            if self.written:
+                self.out.write("\n")  # a blank line between pages
+            if self.several:
+                self.out.write(f"==> {name} <==\n")
+        self.out.write(body)
+        self.written = True
+
+    def finish(self, done: int) -> None:
+        """The inputs before ``done`` are written whole (nothing to do for a stream)."""
+
+    def size(self) -> int:
+        self.out.flush()
+        return os.fstat(self.out.fileno()).st_size
+
+    def close(self) -> None:
+        if self.out is not sys.stdout:
+            self.out.close()
+
+
+class _DirectoryOutput:
+    """``-o DIR``: one file per input (``_output_names``), opened at its first article (an
+    input without any gives no file) and written anew when a resumed run reads it again; an
+    archive's file holds its pages as a stream of them does (``_StreamOutput``)."""
+
+    def __init__(self, directory: Path, names: dict, output_format: str, inputs: list):
+        from scrapy_grownup.warc.sources import Source
+
+        self.directory = directory
+        self.names = names
+        self.format = output_format
+        self.archives = {i for i, item in enumerate(inputs) if isinstance(item, Source)}
+        self.open: dict[int, _StreamOutput] = {}
+
+    def write(self, owner: int, name: str, body: str) -> None:
+        stream = self.open.get(owner)
+        if stream is None:
+            path = self.names[owner]
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                out = open(path, "w", encoding="utf-8")
+            except OSError as exc:
+                raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+            stream = self.open[owner] = _StreamOutput(out, self.format,
+                                                      owner in self.archives)
+        stream.write(owner, name, body)
+
+    def finish(self, done: int) -> None:
+        for owner in [k for k in self.open if k < done]:
+            self.open.pop(owner).close()
+
+    def size(self) -> int:
+        return 0  # a resumed run starts each unfinished input's file anew
+
+    def close(self) -> None:
+        for owner in list(self.open):
+            self.open.pop(owner).close()
 
 
 def cmd_train(args) -> int:
@@ -737,29 +1019,46 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                    "line holding the archive's path and the record's "
                                    "WARC-Target-URI, WARC-Date and WARC-Record-ID under "
                                    "\"warc\". Writes one JSON object per article (--format "
-                                   "json), or the text or Markdown of each page; pages "
+                                   "json), or each page's text, Markdown or clean HTML, or "
+                                   "a CSV row per page; with -o DIR one file per input; pages "
                                    "without an article, and records that are no HTML page "
                                    "(requests, revisits, other types, redirects, truncated "
                                    "or broken records), are skipped and counted by reason, "
-                                   "and a summary line goes to standard error. With -o FILE, "
+                                   "and a summary line goes to standard error (it names "
+                                   "each page skipped, with its reason). With -o FILE or DIR, "
                                    "a run that was stopped resumes when the same command is "
                                    "run again: it keeps FILE up to the last input it had "
                                    "finished and goes on from there, reading the archive it "
-                                   "stopped in again from its start (FILE.progress.json "
-                                   "holds its progress until the run ends; with other inputs "
+                                   "stopped in again from its start (FILE.progress.json, or "
+                                   "DIR/.grownup-extract.progress.json, holds its progress "
+                                   "until the run ends; with other inputs "
                                    "or options it says so and starts over). Exits 1 when no "
                                    "page gave an article, 2 on a usage error.")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="HTML file (also .gz), WARC/ARC archive (.warc, .arc, gzipped or "
                         "not; a file or an http(s) URL), directory (searched for .html, .htm, "
                         ".xhtml, .shtml, those .gz, and archives), or - for standard input")
-    p.add_argument("-o", "--output", default="-",
-                   help="write here instead of standard output; a stopped run of the same "
-                        "command resumes it")
+    p.add_argument("-o", "--output", default="-", metavar="FILE|DIR",
+                   help="write to FILE instead of standard output, or, where it is a "
+                        "directory (one that exists, or a path ending in /), one file per "
+                        "input there, named after it: page.html gives DIR/page.json, .txt, "
+                        ".md, .html or .csv by --format (a page found under a directory "
+                        "given keeps its sub-directory; standard input is DIR/stdin.*), an "
+                        "archive crawl.warc.gz one file DIR/crawl.jsonl (.txt, .md, .html, "
+                        ".csv) holding all its pages as standard output would; a stopped "
+                        "run of the same command resumes it")
     p.add_argument("-f", "--format", choices=OUTPUT_FORMATS, default="json",
                    help="json: one JSON object per article (text, Markdown, metadata, path); "
-                        "text or markdown: each page's article, pages separated by a blank "
-                        "line (default: json)")
+                        "text, markdown or html: each page's article as plain text, Markdown "
+                        "or clean HTML, several pages in one stream each after a line "
+                        "naming it (==> NAME <==) and a blank line; csv: a header row, then "
+                        "a row per page: path, url, title, authors, date, language, "
+                        "page_type, text (default: json)")
+    p.add_argument("--with-metadata", action="store_true",
+                   help="text and markdown formats: begin each page with its title, URL, "
+                        "authors and date (Title: lines; YAML front matter in Markdown); "
+                        "html: a whole document with them in its head (json and csv always "
+                        "hold them)")
     p.add_argument("--url", default=None,
                    help="the URL the page was saved from (one page only; by default a file's "
                         "own file: URL, none for standard input): resolves its relative links "
@@ -789,8 +1088,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="judge blocks by the content model's scores alone, without the "
                         "model's block rescorer (fast has one; see README, Accuracy)")
     p.add_argument("--comments", action="store_true",
-                   help="text and markdown formats: append the readers' comments after the "
-                        "article (json always has them in its comments field)")
+                   help="text, markdown and html formats: append the readers' comments after "
+                        "the article (json always has them in its comments field)")
     p.add_argument("--batch-pages", type=_positive_int, default=64, metavar="N",
                    help="pages read and sent to the model at a time (default: 64)")
     p.add_argument("--jobs", type=_jobs_arg, default="auto", metavar="N",
@@ -884,6 +1183,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        "out-of-fold scores; measure it across sites; add it to a model")
     rescorer_module.add_arguments(p)
     p.set_defaults(func=cmd_fit_rescorer)
+
+    from scrapy_grownup.training import confidence_fit as confidence_module
+
+    p = lab.add_parser("fit-confidence", help="fit Article.confidence on the site-cv folds' "
+                       "articles; measure its calibration across sites; add it to a model")
+    confidence_module.add_arguments(p)
+    p.set_defaults(func=confidence_module.run)
 
     from scrapy_grownup.training import page_type as page_type_module
 

@@ -34,13 +34,13 @@ _state: dict = {}
 def load_extractor(model: str, device: str | None, limits: PageLimits,
                    batch_nodes: int | None, threads: int, threshold: float | None = None,
                    refine: bool | None = None, rescore: bool | None = None,
-                   page_timeout: float | None = None) -> None:
+                   page_timeout: float | None = None, lower_priority: bool = True) -> None:
     """Process initializer: load and warm up the model; a failure is kept for ``describe``.
     ``page_timeout``: ``GROWNUP_PAGE_TIMEOUT``, what each page's parsing and article may take
-    together (``score_articles``)."""
+    together (``score_articles``); ``lower_priority``: ``workers.background_process``'s."""
     _state.clear()
     _state["page_timeout"] = page_timeout or None
-    background_process()
+    background_process(lower_priority)
     name_process("grownup-model")
     try:
         from scrapy_grownup.page.dom import parse_page

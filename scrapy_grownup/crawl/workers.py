@@ -98,13 +98,15 @@ START_ALLOWANCE = 60.0
 PARENT_CHECK_SECONDS = 1.0
 
 
-def background_process() -> None:
+def background_process(lower_priority: bool = True) -> None:
     """Set up a spawned worker (never the crawl's own process, nor a thread of it): lower
-    priority, SIGINT ignored (the main process decides how to stop: the first Ctrl-C flushes,
-    a second one forces), and an exit of its own when the parent dies."""
+    priority (a crawl's reactor comes first; ``lower_priority=False`` where the parent waits
+    on its workers, as ``grownup extract --jobs``), SIGINT ignored (the main process decides
+    how to stop: the first Ctrl-C flushes, a second one forces), and an exit of its own when
+    the parent dies."""
     if multiprocessing.parent_process() is None:
         return
-    if hasattr(os, "nice"):
+    if lower_priority and hasattr(os, "nice"):
         try:
             os.nice(WORKER_NICENESS)
         except OSError:  # pragma: no cover - not permitted here: keep the default priority
