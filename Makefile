@@ -15,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e ".[test,eval,minilm,train,datatrove,docs]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,eval,minilm,train,datatrove,docs,zyte]"
 	touch $(STAMP)
 
 demo: venv

@@ -1,4 +1,5 @@
-"""Title / author / date / language accuracy, ours beside trafilatura's, on the same pages.
+"""Title / author / date / language accuracy, and the description / image / tags / categories /
+modification date that each method finds, ours beside trafilatura's, on the same pages.
 
     python benchmarks/metadata.py [--sets wcxb_dev,fundus] [--model fast] [--limit N]
 
@@ -7,7 +8,8 @@ Sets and their gold:
 - ``wcxb_dev``: the WCXB dev split's reviewed ``title``, ``author`` and ``publish_date``
   (``record.extra``); no language.
 - ``fundus``: the publisher parsers' ``title``, ``authors`` (``gold_parts/ID.json``),
-  ``publishing_date`` and ``language`` (mostly the page's ``<html lang>``).
+  ``publishing_date`` and ``language`` (mostly the page's ``<html lang>``); and ``topics`` and
+  ``summary`` (``gold_parts/ID.json``), the gold closest to tags and a description.
 - ``magic_html``: ``magic_html_article`` + ``magic_html_forum``, language only (their gold
   language is guessed from the gold text's script and stop words, so it does not come from the
   markup).
@@ -38,6 +40,18 @@ Matching rules:
   Over pages with a gold date; ``none ok`` as for authors.
 - language: the primary subtag (``de`` of ``de-AT``; ``nb`` / ``nn`` count as ``no``) equals
   the gold's. Over pages with a gold language.
+
+The newer fields (``FIELD_COLUMNS``, a second table): no set has gold for ``image``,
+``categories`` or ``date_modified``, so each method's *coverage* is given (``cov``: share of
+pages where it returns a value; trafilatura has no modification date) and, per field, the
+*agreement* of the two methods (``agree``, on the trafilatura row: over pages where either
+returns a value, the share where both return the same one: descriptions equal as titles are,
+images the same absolute URL, tags and categories the same set, case folded). Where gold
+exists (fundus): ``tags gold`` = the method's tags and categories together share at least one
+topic with the gold's ``topics`` (over pages with topics), ``desc gold`` = the description has
+a bag-of-words F1 of at least 0.9 with the gold ``summary`` (the lead the publisher's parser
+reads; over pages with one). wcxb_dev's ``ground-truth`` files hold no such field (their
+``_internal.page_type.tags`` are the annotators' topic labels, not the page's tags).
 """
 
 from __future__ import annotations
@@ -60,6 +74,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 _CREDENTIALS = {"phd", "md", "dr", "rn", "mba", "jr", "sr", "msc", "ma", "ba", "esq", "cpa"}
 COLUMNS = ("title_exact", "title_f1", "author_set", "author_any", "author_none_ok", "date",
            "date_none_ok", "language")
+FIELDS = ("description", "image", "tags", "categories", "date_modified")
+FIELD_COLUMNS = tuple(f"{f}_cov" for f in FIELDS) + tuple(f"{f}_agree" for f in FIELDS[:4]) \
+    + ("tags_gold", "desc_gold")
 
 
 def norm_text(text: str | None) -> str:
@@ -150,9 +167,57 @@ def score(pred: dict, gold: dict) -> dict:
     return out
 
 
+def _field_value(pred: dict, name: str, base: str | None):
+    """A comparable form of field ``name`` of a prediction, ``None`` where it has none."""
+    from urllib.parse import urljoin
+
+    value = pred.get(name)
+    if not value:
+        return None
+    if name == "description":
+        return norm_text(value) or None
+    if name == "image":
+        try:
+            return urljoin(base or "", str(value).strip())
+        except ValueError:
+            return str(value).strip()
+    if name in ("tags", "categories"):  # trafilatura's list items may be "a, b, c"
+        values = value if isinstance(value, (list, tuple)) else [value]
+        values = [part for v in values for part in str(v).split(",")]
+        return frozenset(norm_text(v) for v in values if norm_text(v)) or None
+    return value
+
+
+def score_fields(pred: dict, gold: dict, base: str | None) -> dict:
+    """Coverage of the newer fields, and their agreement with the gold where it exists."""
+    out = {}
+    for name in FIELDS:
+        out[f"{name}_cov"] = (_field_value(pred, name, base) is not None) \
+            if name in pred else None
+    topics = gold.get("topics")
+    if topics:
+        mine = (_field_value(pred, "tags", base) or frozenset()) \
+            | (_field_value(pred, "categories", base) or frozenset())
+        out["tags_gold"] = bool(mine & {norm_text(t) for t in topics}) \
+            if "tags" in pred else None
+    summary = norm_text(" ".join(gold.get("summary") or []))
+    if summary and "description" in pred:
+        out["desc_gold"] = token_f1(norm_text(pred.get("description")), summary) >= 0.9
+    return out
+
+
+def agreement(ours: dict, theirs: dict, base: str | None) -> dict:
+    """Per field, over pages where either method has a value: whether both have the same."""
+    out = {}
+    for name in FIELDS[:4]:
+        a, b = _field_value(ours, name, base), _field_value(theirs, name, base)
+        out[f"{name}_agree"] = (a == b) if (a is not None or b is not None) else None
+    return out
+
+
 def summarise(rows: list[dict]) -> dict:
     summary: dict = {"pages": len(rows)}
-    for key in COLUMNS:
+    for key in COLUMNS + FIELD_COLUMNS:
         values = [r[key] for r in rows if r.get(key) is not None]
         summary[key] = round(100 * sum(values) / len(values), 1) if values else None
         summary[key + "_n"] = len(values)
@@ -163,14 +228,25 @@ def summarise(rows: list[dict]) -> dict:
 # Gold
 
 
-def fundus_authors(record) -> list[str] | None:
+def _fundus_gold(record) -> dict | None:
     from scrapy_grownup.data import datasets
 
     path = datasets.dataset_dir(record.dataset) / "gold_parts" / f"{record.id}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("authors") or []
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def fundus_authors(record) -> list[str] | None:
+    parts = _fundus_gold(record)
+    return None if parts is None else parts.get("authors") or []
+
+
+def fundus_parts(record) -> dict:
+    """The fundus gold's ``topics`` and ``summary`` (lead paragraphs), where it has them."""
+    parts = _fundus_gold(record) or {}
+    return {key: parts[key] for key in ("topics", "summary") if parts.get(key)}
 
 
 def gold_of(record) -> dict:
@@ -185,6 +261,7 @@ def gold_of(record) -> dict:
         authors = fundus_authors(record)
         if authors is not None:
             gold["author"] = authors
+        gold.update(fundus_parts(record))
         return gold
     return {"language": extra.get("language")}  # magic_html: language only
 
@@ -254,8 +331,15 @@ def grownup_predictions(records, model: str | None) -> tuple[list[dict], float]:
             preds.append({})
             continue
         meta = extract_metadata(page, mask)
+        image = meta.image
+        if image is None and mask is not None:  # the extractor's fallback: a content image
+            from scrapy_grownup.output.images import content_images
+
+            image = next(iter(content_images(page, mask).values()), (None,))[0]
         preds.append({"title": meta.title, "authors": meta.authors, "published": meta.published,
-                      "language": meta.language})
+                      "language": meta.language, "description": meta.description,
+                      "image": image, "tags": meta.tags, "categories": meta.categories,
+                      "date_modified": meta.date_modified})
     return preds, (time.perf_counter() - start) / max(1, len(records))
 
 
@@ -275,7 +359,11 @@ def trafilatura_predictions(records) -> tuple[list[dict], float]:
             else None
         preds.append({"title": doc.title if doc else None,
                       "authors": doc.author if doc else None,
-                      "published": doc.date if doc else None})
+                      "published": doc.date if doc else None,
+                      "description": doc.description if doc else None,
+                      "image": doc.image if doc else None,
+                      "tags": doc.tags if doc else None,
+                      "categories": doc.categories if doc else None})
     return preds, (time.perf_counter() - start) / max(1, len(records))
 
 
@@ -301,23 +389,33 @@ def main() -> None:
         held_set = set(held)
         subsets = {"heldout": held, "train": [i for i in range(len(records)) if i not in held_set],
                    "all": list(range(len(records)))}
+        ours = None  # the model's predictions: trafilatura's row says how far they agree
         for method, run in methods.items():
             preds, seconds = run()
-            rows = [score(p, g) for p, g in zip(preds, golds)]
+            rows = [{**score(p, g), **score_fields(p, g, r.url)}
+                    for p, g, r in zip(preds, golds, records)]
+            if ours is None:
+                ours = preds
+            elif method == "trafilatura":
+                for row, mine, theirs, r in zip(rows, ours, preds, records):
+                    row.update(agreement(mine, theirs, r.url))
             result = {"benchmark": "metadata", "set": name, "method": method,
                       "ms_per_page": round(1000 * seconds, 2)}
             for subset in args.subsets.split(","):
                 result[subset] = summarise([rows[i] for i in subsets[subset]])
             print(json.dumps(result), flush=True)
             table.append(result)
-    print(f"{'set':<10} {'method':<20} {'subset':<8} {'pages':>5} "
-          + " ".join(f"{c:>14}" for c in COLUMNS) + f" {'ms/page':>8}", file=sys.stderr)
-    for result in table:
-        for subset in args.subsets.split(","):
-            s = result[subset]
-            print(f"{result['set']:<10} {result['method']:<20} {subset:<8} {s['pages']:>5} "
-                  + " ".join(f"{s[c] if s[c] is not None else '-':>14}" for c in COLUMNS)
-                  + f" {result['ms_per_page']:>8}", file=sys.stderr)
+    for columns, width in ((COLUMNS, 14), (FIELD_COLUMNS, 18)):
+        print(f"{'set':<10} {'method':<20} {'subset':<8} {'pages':>5} "
+              + " ".join(f"{c:>{width}}" for c in columns) + f" {'ms/page':>8}",
+              file=sys.stderr)
+        for result in table:
+            for subset in args.subsets.split(","):
+                s = result[subset]
+                print(f"{result['set']:<10} {result['method']:<20} {subset:<8} {s['pages']:>5} "
+                      + " ".join(f"{s[c] if s[c] is not None else '-':>{width}}"
+                                 for c in columns)
+                      + f" {result['ms_per_page']:>8}", file=sys.stderr)
 
 
 if __name__ == "__main__":

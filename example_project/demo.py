@@ -2,7 +2,8 @@
 
 Serves the generated site on loopback, runs the example project's plain ``CrawlSpider`` with
 ``ADDONS = {"scrapy_grownup.Addon": 500}``, and writes one article per HTML page to
-``articles.jsonl`` through ``FEEDS``. Prints a line per article and the add-on's stats.
+``articles.jsonl`` through ``FEEDS``. Prints a line per article (its page type and score; no
+type where the score is below the classifier's reliable range) and the add-on's stats.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from example_project.news_site import serve, write_site
@@ -45,11 +47,17 @@ def main(output: str = "articles.jsonl") -> int:
             server.shutdown()
     items = [json.loads(line) for line in Path(output).read_text(encoding="utf-8").splitlines()]
     for item in items:
-        print(f"{item['url'].rsplit('/', 1)[1]:<14} title={item['title'][:45]!r} "
-              f"text={item['text'][:60]!r}")
+        score = item.get("page_type_score")
+        kind = f"{item.get('page_type')}" + (f" ({score:.2f})" if score is not None else "")
+        print(f"{item['url'].rsplit('/', 1)[1]:<14} {kind:<16} title={item['title'][:45]!r} "
+              f"text={item['text'][:50]!r}")
     grownup = {k: v for k, v in sorted(stats.items()) if k.startswith("grownup/")}
-    print(json.dumps({"output": output, "items": len(items), **grownup}), file=sys.stderr)
     story_urls = {f"{base}/{p.name}" for p in stories}
+    story_types = Counter(str(item.get("page_type")) for item in items
+                          if item["url"] in story_urls)
+    print(json.dumps({"output": output, "items": len(items),
+                      "story_page_types": dict(sorted(story_types.items())), **grownup}),
+          file=sys.stderr)
     missing = story_urls - {item["url"] for item in items}
     if missing:
         print(f"missing articles: {sorted(missing)}", file=sys.stderr)

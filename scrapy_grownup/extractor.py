@@ -207,6 +207,8 @@ class ArticleExtractor:
         # ``page_type_classifier.PageTypeClassifier``: the page type from the page's words,
         # URL, signals and the backbone's pooled view, in place of the genre head's
         self.page_type = None
+        # ``confidence.ConfidenceModel``: each article's ``confidence`` (None without one)
+        self.confidence = None
 
     @property
     def page_features(self) -> tuple[str, ...]:
@@ -298,6 +300,9 @@ class ArticleExtractor:
                         adaptive=False if adaptive is None else adaptive, rescorer=rescorer)
         extractor.version = version
         extractor.page_type = page_type
+        from scrapy_grownup.decisions.confidence import load_confidence
+
+        extractor.confidence = load_confidence(directory)
         return extractor
 
     # -- extraction -----------------------------------------------------------------------------
@@ -376,6 +381,7 @@ class ArticleExtractor:
                     article = self.article(page, o["content"], outputs=o)
                     if build_markdown:
                         article.markdown  # noqa: B018 - built now, so its failure is this page's
+                        article.html  # noqa: B018
             except GrownupError as exc:
                 results.append(exc)
             else:
@@ -426,7 +432,10 @@ class ArticleExtractor:
 
             # comments and related links only where they are what their names say
             heads.update(role_fields(page, keep, outputs["roles"], self.model.role_names))
-        fields = content_fields(page, keep, self.output_format, markdown=False)
+        from scrapy_grownup.output.images import content_images
+
+        images = content_images(page, keep)
+        fields = content_fields(page, keep, self.output_format, markdown=False, images=images)
         article = Article(
             **heads,
             url=page.url,
@@ -436,9 +445,13 @@ class ArticleExtractor:
             content_nodes=int(keep.sum()),
             nodes=page.num_nodes,
             text_source=choice.source,
+            confidence=self.confidence.page_confidence(page, choice, scores)
+            if self.confidence is not None else None,
         )
         if "markdown" not in fields:  # built when first read
-            article.defer_markdown(markdown_builder(page, keep))
+            article.defer_markdown(markdown_builder(page, keep, images))
+        if "html" not in fields:
+            article.defer_html(html_builder(page, keep, images))
         return article
 
 
@@ -477,6 +490,8 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
         [pages[i].meta.get("og:type") for i in rows])
     for i, p in zip(rows, probs):
         outputs[i]["genre"] = p
+        # below it, no page type is reported (its score is kept): head_fields
+        outputs[i]["genre_reliable_score"] = getattr(classifier, "reliable_score", None)
 
 
 def load_rescorer(directory: Path, rescore: bool | None = None):
@@ -595,15 +610,22 @@ def numpy_probabilities(model, pages: Sequence[PageStructure], featurizer, batch
 
 
 def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "text",
-                   markdown: bool = True) -> dict:
-    """``Article`` fields that follow from the content mask: text, markdown and metadata.
+                   markdown: bool = True, images: dict | None = None) -> dict:
+    """``Article`` fields that follow from the content mask: text, markdown, HTML, images and
+    metadata.
 
-    ``markdown=False`` leaves the ``markdown`` field out unless ``output_format`` is
-    "markdown" (``text`` holds it then); ``markdown_builder`` can supply it later.
+    ``markdown=False`` leaves the ``markdown`` and ``html`` fields out (``markdown`` stays
+    where ``output_format`` is "markdown": ``text`` holds it then); ``markdown_builder`` and
+    ``html_builder`` can supply them later. ``images``: ``images.content_images(page, keep)``,
+    computed here unless given.
     """
+    from scrapy_grownup.output.images import content_images, image_list
     from scrapy_grownup.output.metadata import extract_metadata
 
     meta = extract_metadata(page, keep)
+    if images is None:
+        images = content_images(page, keep)
+    listed = image_list(images)
     fields = dict(
         title=meta.title,
         language=meta.language,
@@ -611,26 +633,56 @@ def content_fields(page: PageStructure, keep: np.ndarray, output_format: str = "
         published=meta.published,
         canonical_url=meta.canonical_url,
         site_name=meta.site_name,
+        description=meta.description,
+        image=meta.image or (listed[0]["url"] if listed else None),
+        images=listed,
+        date_modified=meta.date_modified,
+        tags=meta.tags,
+        categories=meta.categories,
     )
     if markdown or output_format == "markdown":
         from scrapy_grownup.output.markdown import to_markdown
 
-        fields["markdown"] = to_markdown(page, keep)
+        fields["markdown"] = to_markdown(page, keep, images=images)
+    if markdown:
+        from scrapy_grownup.output.html import to_html
+
+        fields["html"] = to_html(page, keep, images=images)
     fields["text"] = fields["markdown"] if output_format == "markdown" \
         else assemble_text(page, keep)
     return fields
 
 
-# What ``to_markdown`` reads of a page; a deferred markdown keeps only these alive.
+# What ``to_markdown`` and ``to_html`` read of a page; a deferred markdown or HTML keeps only
+# these alive.
 _MARKDOWN_FIELDS = ("url", "tags", "parent", "seg_owner", "seg_sep", "seg_text", "seg_pos",
                     "attrs", "raw_text")
 
 
-def markdown_builder(page: PageStructure, keep: np.ndarray):
+def markdown_builder(page: PageStructure, keep: np.ndarray, images: dict | None = None):
     """A function returning ``to_markdown(page, keep)`` that holds on to only the parts of
-    ``page`` the markdown needs (not its positions, features or metadata)."""
+    ``page`` the markdown needs (not its positions, features or metadata). ``images``:
+    ``images.content_images(page, keep)``, computed here (on the whole page) unless given."""
+    from scrapy_grownup.output.markdown import to_markdown
+
+    return _deferred(to_markdown, page, keep, images)
+
+
+def html_builder(page: PageStructure, keep: np.ndarray, images: dict | None = None):
+    """A function returning ``to_html(page, keep)``, holding what ``markdown_builder``'s
+    does."""
+    from scrapy_grownup.output.html import to_html
+
+    return _deferred(to_html, page, keep, images)
+
+
+def _deferred(render, page: PageStructure, keep: np.ndarray, images: dict | None):
     import dataclasses
 
+    if images is None:
+        from scrapy_grownup.output.images import content_images
+
+        images = content_images(page, keep)
     dropped = {f.name: _empty_like(getattr(page, f.name))
                for f in dataclasses.fields(page) if f.name not in _MARKDOWN_FIELDS}
     slim = dataclasses.replace(page, **{**dropped, "positions": None})
@@ -647,10 +699,8 @@ def markdown_builder(page: PageStructure, keep: np.ndarray):
     keep = np.array(keep, dtype=bool)
 
     def build() -> str:
-        from scrapy_grownup.output.markdown import to_markdown
-
         with own_error(ArticleError):  # read late: still this page's own error
-            return to_markdown(slim, keep)
+            return render(slim, keep, images=images)
 
     return build
 

@@ -195,7 +195,36 @@ def spiders():
             else:
                 yield with_article({"section": "even", "title": "kept title"}, response)
 
-    return {cls.name: cls for cls in (FollowSpider, IndexSpider, OwnItemsSpider)}
+    class MetaSpider(scrapy.Spider):
+        """Asks for each story with its own ``meta["grownup"]`` (``META_CASES``, by story
+        number) and yields an item of its own for it through ``with_article``."""
+
+        name = "meta"
+
+        def parse(self, response):
+            for href in response.css("a::attr(href)").getall():
+                if "story-" in href:
+                    number = int(href.rsplit("-", 1)[1].split(".")[0])
+                    case = META_CASES[number % len(META_CASES)]
+                    yield response.follow(href, callback=self.story, meta={"grownup": case},
+                                          cb_kwargs={"number": number})
+
+        def story(self, response, number):
+            yield with_article({"story": number}, response)
+
+    return {cls.name: cls for cls in (FollowSpider, IndexSpider, OwnItemsSpider, MetaSpider)}
+
+
+# ``meta["grownup"]`` of the ``meta`` spider's stories, by story number modulo their count.
+META_CASES = [
+    False,                                                   # left alone: the item passes
+    {"output_format": "markdown"},                           # Markdown in text
+    {"threshold": 0.01},                                     # keeps more (the comments too)
+    {"comments": False, "exclude": ["markdown", "related_links"]},
+    {"threshold": 2},                                        # a bad value: dropped, bad_meta
+    {"treshold": 0.5},                                       # an unknown key: the same
+    None,                                                    # the crawl's settings
+]
 
 
 # An expression for a child process's own peak resident memory in kB. ``ru_maxrss`` will

@@ -225,7 +225,11 @@ def test_unwritable_output(pages, tmp_path, capsys):
     assert main(["extract", str(pages / "a.html"), "-o",
                  str(tmp_path / "no-such-dir" / "out.jsonl")]) == 2
     _one_error_line(capsys, "cannot write", "out.jsonl")
-    assert main(["extract", str(pages / "a.html"), "-o", str(tmp_path)]) == 2
+    # a directory is -o DIR (one file per input), but never over an input
+    assert main(["extract", str(pages / "a.html"), "-o", str(pages), "--format", "html"]) == 2
+    _one_error_line(capsys, "would overwrite an input", "a.html")
+    (tmp_path / "file").write_text("")
+    assert main(["extract", str(pages / "a.html"), "-o", str(tmp_path / "file") + "/"]) == 2
     _one_error_line(capsys, "cannot write")
 
 
@@ -254,7 +258,8 @@ def test_a_pdf_is_skipped_and_counted(pages, caplog, capsys):
     assert main(["extract", str(pages / "report.pdf"), "--model", "fast"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert _summary(captured.err) == {"read": 1, "extracted": 0, "skipped": {"not_html": 1}}
+    assert _summary(captured.err) == {"read": 1, "extracted": 0, "skipped": {"not_html": 1},
+                                      "skipped_pages": {str(pages / "report.pdf"): "not_html"}}
     assert any("report.pdf: skipped (not_html)" in r.getMessage() for r in caplog.records)
 
 
@@ -265,8 +270,10 @@ def test_text_json_and_random_bytes_are_skipped_as_not_html(tmp_path, capsys):
     (tmp_path / "noise.html").write_bytes(bytes(range(256)) * 8)
     out = tmp_path / "o.jsonl"
     assert main(["extract", str(tmp_path), "--model", "fast", "-o", str(out)]) == 0
-    assert _summary(capsys.readouterr().err) == {"read": 4, "extracted": 1,
-                                                 "skipped": {"not_html": 3}}
+    assert _summary(capsys.readouterr().err) == {
+        "read": 4, "extracted": 1, "skipped": {"not_html": 3},
+        "skipped_pages": {str(tmp_path / name): "not_html"
+                          for name in ("api.html", "noise.html", "notes.html")}}
     assert len(out.read_text().splitlines()) == 1
 
 
@@ -300,7 +307,10 @@ def test_jobs_give_what_this_process_gives_in_input_order(tmp_path, capsys):
         outputs[jobs] = (out.read_text(), _summary(capsys.readouterr().err))
     text, summary = outputs["1"]
     assert summary == {"read": 10, "extracted": 7,
-                       "skipped": {"empty_page": 1, "not_html": 1, "unreadable": 1}}
+                       "skipped": {"empty_page": 1, "not_html": 1, "unreadable": 1},
+                       "skipped_pages": {str(site / "02-bad.html.gz"): "unreadable",
+                                         str(site / "04-report.html"): "not_html",
+                                         str(site / "05-empty.html"): "empty_page"}}
     assert [Path(json.loads(line)["path"]).name for line in text.splitlines()] == \
         [f"{k:02d}-story.html" for k in range(7)]
     assert outputs["2"] == outputs["1"]
@@ -318,7 +328,7 @@ def test_a_page_that_kills_its_job_process_costs_only_itself():
     class Pool:  # a ProcessPool whose processes die on any batch holding a "crash" page
         calls = 0
 
-        async def call(self, fn, entries, output_format, comments, what=""):
+        async def call(self, fn, entries, *options, what=""):
             Pool.calls += 1
             if any(name.startswith("crash") for name, _, _ in entries):
                 raise WorkerCrashedError(f"{what}: the worker died")
@@ -362,7 +372,8 @@ def test_errors_as_a_user_sees_them(pages, tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and "report.pdf: skipped (not_html)" in lines[0], result.stderr
-    assert json.loads(lines[1]) == {"read": 1, "extracted": 0, "skipped": {"not_html": 1}}
+    assert json.loads(lines[1]) == {"read": 1, "extracted": 0, "skipped": {"not_html": 1},
+                                    "skipped_pages": {str(pages / "report.pdf"): "not_html"}}
 
 
 def test_extract_comments_switch(tmp_path):
@@ -381,6 +392,119 @@ def test_extract_comments_switch(tmp_path):
     assert "\nComments:\n" in outputs["text", True] and "reader0" in outputs["text", True]
     assert outputs["text", True].startswith(outputs["text", False].rstrip("\n"))
     assert "\n## Comments\n" in outputs["markdown", True]
+
+
+# -- output choices: formats, -o DIR, --with-metadata, the pages named (issue 54.4) --------------
+def test_html_and_csv_formats(pages, capsys):
+    import csv
+
+    from scrapy_grownup.cli.main import CSV_COLUMNS
+
+    a = str(pages / "a.html")
+    assert main(["extract", a, "--format", "html", "--model", "fast"]) == 0
+    html = capsys.readouterr().out
+    assert f"<p>{SENTENCE}</p>" in html and "<html" not in html and "==>" not in html
+    assert main(["extract", a, "--format", "html", "--with-metadata", "--model", "fast"]) == 0
+    html = capsys.readouterr().out
+    assert html.startswith("<!DOCTYPE html>") and "<title>City council approves new bike " \
+        "lanes &amp; parking rules</title>" in html and html.rstrip().endswith("</html>")
+    assert main(["extract", a, str(pages / "sub"), str(pages / "report.pdf"), "--format",
+                 "csv", "--model", "fast"]) == 0
+    captured = capsys.readouterr()
+    rows = list(csv.reader(io.StringIO(captured.out, newline="")))
+    assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 3  # a header, one row per page
+    row = dict(zip(rows[0], rows[1]))
+    assert row["path"] == a and row["title"] == TITLE and SENTENCE in row["text"]
+    assert row["url"] == (pages / "a.html").resolve().as_uri() and row["language"]
+    assert row["authors"] and row["date"].startswith("20")
+    assert _summary(captured.err)["skipped_pages"] == {str(pages / "report.pdf"): "not_html"}
+
+
+def test_several_pages_in_one_stream_are_named_and_metadata_goes_first(pages, capsys):
+    a, b = str(pages / "a.html"), str(pages / "sub" / "b.html.gz")
+    assert main(["extract", a, b, "--format", "text", "--with-metadata", "--model",
+                 "fast"]) == 0
+    out = capsys.readouterr().out
+    first, second = out.split(f"\n\n==> {b} <==\n")
+    assert first.startswith(f"==> {a} <==\nTitle: {TITLE}\nURL: file://")
+    assert second.startswith(f"Title: {TITLE}\n") and "\nAuthor: " in second
+    assert "\nDate: 20" in second and f"\n\n{SENTENCE}" in second
+    # one page: its text alone, as before (no name line); Markdown's header is front matter
+    assert main(["extract", a, "--format", "markdown", "--with-metadata", "--model",
+                 "fast"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'---\ntitle: "{TITLE}"\nurl: "file://') and "==>" not in out
+    assert "\n---\n\n" in out and SENTENCE in out.split("\n---\n\n", 1)[1]
+
+
+def test_output_directory_one_file_per_input(pages, tmp_path, tmp_path_factory, capsys):
+    """-o DIR/: a file per input named after it (sub-directories kept), none for a skipped
+    page, which the summary names; an archive gives one file of all its pages."""
+    from example_project.news_site import STORIES, article_page
+    from scrapy_grownup.warc.synthetic import write_warc
+
+    archive = write_warc(tmp_path_factory.mktemp("warcs") / "crawl.warc.gz", [
+        (f"http://news.example/story-{k}.html", article_page(k)[0].encode(), "text/html")
+        for k in range(3)], noise=True)
+    out = tmp_path_factory.mktemp("out")
+    argv = ["extract", str(pages), str(pages / "report.pdf"), str(archive), "--model", "fast"]
+    assert main(argv + ["--format", "text", "-o", f"{out}/"]) == 0
+    summary = _summary(capsys.readouterr().err)
+    assert summary["extracted"] == 5 and summary["archives"] == 1
+    assert summary["skipped_pages"] == {str(pages / "report.pdf"): "not_html"}  # no records
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert files == ["a.txt", "crawl.txt", "sub", "sub/b.txt"]
+    text = (out / "a.txt").read_text(encoding="utf-8")
+    assert SENTENCE in text and "==>" not in text  # one page
+    crawl = (out / "crawl.txt").read_text(encoding="utf-8")
+    assert crawl.count("==> ") == 3 and crawl.startswith(f"==> {archive} [urn:uuid:")
+    assert all(STORIES[k][1][0] in crawl for k in range(3))
+    # json: a JSON object per page file, the archive's pages as JSON lines
+    assert main(argv + ["-o", str(out)]) == 0  # an existing directory
+    capsys.readouterr()
+    assert json.loads((out / "a.json").read_text(encoding="utf-8"))["title"] == TITLE
+    lines = (out / "crawl.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["warc"]["target_uri"] for line in lines] == \
+        [f"http://news.example/story-{k}.html" for k in range(3)]
+    # a name taken twice, and standard input
+    (pages / "a.htm").write_bytes(PAGE)
+    assert main(["extract", str(pages / "a.html"), str(pages / "a.htm"), "--format",
+                 "markdown", "--model", "fast", "-o", str(out / "md") + "/"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in (out / "md").iterdir()) == ["a-2.md", "a.md"]
+
+
+def test_output_directory_resumes(pages, tmp_path, monkeypatch, capsys):
+    """A stopped -o DIR run goes on from the first input it had not finished; its progress
+    file lives in DIR and goes when the run ends."""
+    import scrapy_grownup.cli.main as cli
+
+    for k in range(3):
+        (pages / f"p{k}.html").write_bytes(PAGE)
+    out = tmp_path / "out"
+    argv = ["extract", str(pages), "--model", "fast", "--format", "text", "--batch-pages", "1",
+            "--jobs", "1", "-o", f"{out}/"]
+    real, calls = cli.chunk_results, []
+
+    def stopping(*args, **kwargs):  # Ctrl-C on the third batch
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "chunk_results", stopping)
+    assert main(argv) == 130
+    monkeypatch.setattr(cli, "chunk_results", real)
+    progress = out / cli.DIRECTORY_PROGRESS
+    assert json.loads(progress.read_text())["done"] == 2
+    assert sorted(p.name for p in out.glob("*.txt")) == ["a.txt", "p0.txt"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    summary = _summary(capsys.readouterr().err)
+    assert summary["resumed_after"] == 2 and summary["extracted"] == 5
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.txt")) == \
+        ["a.txt", "p0.txt", "p1.txt", "p2.txt", "sub/b.txt"]
+    assert not progress.exists()
 
 
 def test_user_errors_of_the_corpus_and_training_commands_are_one_line(tmp_path, capsys):

@@ -259,3 +259,44 @@ def test_page_types_keep_only_the_chosen_types(tmp_path):
     assert kept  # something kept, something dropped
     assert stats["grownup/items"] + sum(dropped.values()) == stats["grownup/claimed"] == \
         len(pages)
+
+
+@pytest.mark.parametrize("model_process", [False, True], ids=["page-workers", "model-process"])
+def test_request_meta_controls_each_page(site, tmp_path, model_process):
+    """``request.meta["grownup"]``: False leaves a page alone (its item passes untouched,
+    skipped/meta), a dict overrides settings for the page, its threshold in the page workers
+    and in the model process alike; a bad key or value is one error line and a bad_meta drop
+    (issue 54.6)."""
+    from tests.crawl_support import META_CASES
+
+    base, _ = site
+    settings = {"GROWNUP_MODEL_PROCESS": True} if model_process else {}
+    stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="meta", settings=settings)
+    by_case: dict[int, list[dict]] = {}
+    for item in items:  # and the index's automatic item
+        if "story" in item:
+            by_case.setdefault(item["story"] % len(META_CASES), []).append(item)
+    count = {k: sum(1 for n in range(NUM_STORIES) if n % len(META_CASES) == k)
+             for k in range(len(META_CASES))}
+    # False: no extraction, the callback's item as it made it
+    assert stats["grownup/skipped/meta"] == count[0]
+    assert all(set(item) == {"story"} for item in by_case[0]) and len(by_case[0]) == count[0]
+    # output_format markdown: paragraphs apart; the crawl's text format elsewhere
+    for item in by_case[1]:
+        assert first_paragraph(f"/story-{item['story']}.html") in item["text"]
+        assert "\n\n" in item["text"] and "markdown" not in item
+    assert all("\n\n" not in item["text"] and item["markdown"] for item in by_case[6])
+    # threshold 0.01 (used exactly) keeps the readers' comments, the default does not
+    assert all("reader" in item["text"] for item in by_case[2])
+    assert not any("reader" in item["text"] for item in by_case[6])
+    # comments off, fields left out
+    for item in by_case[3]:
+        assert "comments" not in item and "markdown" not in item
+        assert "related_links" not in item and item["text"] and item["title"]
+    assert all(item["comments"] for item in by_case[6])
+    # bad meta: one error line per page, dropped as bad_meta, no crash
+    assert 4 not in by_case and 5 not in by_case
+    assert grownup(stats, "dropped") == {"bad_meta": count[4] + count[5]}
+    assert stats["log_count/ERROR"] == count[4] + count[5]
+    assert stats["grownup/meta_overrides"] == count[1] + count[2] + count[3]
+    assert stats["grownup/items"] == count[1] + count[2] + count[3] + count[6] + 1  # index

@@ -128,7 +128,8 @@ def test_cli_extract(trained, tmp_path, capsys):
     assert sorted(r["path"].rsplit("/", 1)[1] for r in rows) == ["p0.html", "p1.html", "p2.html"]
     assert STORIES[0][1][0] in rows[0]["text"]
     assert json.loads(capsys.readouterr().err.strip().splitlines()[-1]) == \
-        {"read": 4, "extracted": 3, "skipped": {"not_html": 1}}
+        {"read": 4, "extracted": 3, "skipped": {"not_html": 1},
+         "skipped_pages": {str(pages / "broken.html"): "not_html"}}
 
 
 def test_refine_keeps_largest_group():

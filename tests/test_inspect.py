@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from example_project.news_site import article_page
+from example_project.news_site import STORIES, article_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -31,7 +31,8 @@ def test_report_marks_every_text_element():
 
     html, _ = article_page(0)
     report = render_report(FixedScores(), html.encode())
-    assert report.count('data-grownup-score="0.950"') == 5  # 4 paragraphs + the footer <p>
+    # the story's paragraphs and the footer's <p>
+    assert report.count('data-grownup-score="0.950"') == len(STORIES[0][1]) + 1
     assert 'data-grownup-score="0.050"' in report and "grownup-legend" in report
     assert "<script" not in report
 

@@ -17,9 +17,12 @@ PAGES = {
     "blog_meta": "https://eng.acme.example/blog/faster-builds",
     "forum_microdata": "https://forum.example.org/t/42",
     "byline_text": "https://times.example.com/science/tides",
+    # description, main image, modification date, tags and sections (and content images:
+    # tests/test_article_fields.py)
+    "media_meta": "https://railweekly.example.net/stories/night-trains?ref=rss",
 }
 CONTENT = {"news_jsonld": "article", "blog_meta": "div", "forum_microdata": "div",
-           "byline_text": "div"}
+           "byline_text": "div", "media_meta": "article"}
 
 
 def page(html, url=None):

@@ -95,6 +95,7 @@ INVALID = {
     "GROWNUP_PAGE_TIMEOUT": ["long", -1, "nan", True],
     "GROWNUP_PAGE_TYPES": ["articles", ["article", "blog"], 3],
     "GROWNUP_MIN_TEXT_LENGTH": [-1, "short"],
+    "GROWNUP_MIN_CONFIDENCE": ["high", 1.5, -0.1, True, "nan"],
     "GROWNUP_AUTO_ITEMS": ["always"],
     "GROWNUP_OUTPUT_FORMAT": ["html", "Markdown", "json"],
 }

@@ -82,6 +82,7 @@ BAD = {
                            "article, collection, documentation, forum, listing, product, "
                            "service"),
     "GROWNUP_MIN_TEXT_LENGTH": ("-1", "allowed: a whole number >= 0"),
+    "GROWNUP_MIN_CONFIDENCE": ("high", "not a number; allowed: a number between 0 and 1"),
     "GROWNUP_AUTO_ITEMS": ("always", "allowed: True or False"),
     "GROWNUP_OUTPUT_FORMAT": ("html", "unknown format; allowed: text, markdown"),
 }
@@ -128,16 +129,16 @@ def test_threshold_refine_and_rescorer_reach_the_model_and_the_log_names_them(
 
     root, base = site
     stats, items, log = crawl_with_log(tmp_path, base, "index", {
-        "GROWNUP_MODEL": "auto", "GROWNUP_THRESHOLD": 0.7, "GROWNUP_REFINE": True,
+        "GROWNUP_MODEL": "auto", "GROWNUP_THRESHOLD": 0.9, "GROWNUP_REFINE": True,
         "GROWNUP_RESCORER": False, "GROWNUP_MODEL_PROCESS": model_process})
     version = json.loads((SHIPPED / "fast" / "config.json").read_text())["weights_sha256"][:12]
     # the model auto picked on this CPU, its version, the device and the options in force
     assert (f"scrapy_grownup: model fast (version {version}; GROWNUP_MODEL = 'auto') on cpu, "
-            f"threshold 0.7, refine on, "
+            f"threshold 0.9, refine on, "
             + ("in a model process" if model_process else "on a thread of the crawl")) in log
     stories = {item["url"].rsplit("/", 1)[1]: item for item in items if "/story-" in item["url"]}
     assert len(stories) == STORIES
-    knob = ArticleExtractor.from_pretrained("fast", device="cpu", threshold=0.7, refine=True,
+    knob = ArticleExtractor.from_pretrained("fast", device="cpu", threshold=0.9, refine=True,
                                             rescore=False)
     plain = ArticleExtractor.from_pretrained("fast", device="cpu", rescore=False)
     knobbed = default = 0

@@ -646,7 +646,7 @@ DOCUMENT_FORMATS = ("text", "markdown", "html")
 DIRECTORY_PROGRESS = ".grownup-extract.progress.json"
 # Pages listed by name in the summary line at most (the rest only counted).
 MAX_LISTED_SKIPS = 100
-_ARCHIVE_NAME = re.compile(r"(\.w?arc)?(\.gz)?$", re.I)
+_ARCHIVE_NAME = re.compile(r"(\.w?arc)?(\.gz)?$", re.IGNORECASE)
 
 
 def _output_directory(output: str) -> Path | None:
@@ -717,19 +717,19 @@ def _relative_parent(location: str, root: str | None) -> str:
 
 class _StreamOutput:
     """One stream (standard output or ``-o FILE``): JSON lines; CSV rows under one header
-    row; or text, Markdown or HTML, where with several pages each is named on a line of its
-    own before it (``==> NAME <==``, as ``head`` does) and pages are separated by a blank
-    line. ``fresh``: nothing of an earlier run is in the stream."""
+    row (none without a row); or text, Markdown or HTML, where with several pages each is
+    named on a line of its own before it (``==> NAME <==``, as ``head`` does) and pages are
+    separated by a blank line. ``fresh``: nothing of an earlier run is in the stream."""
 
     def __init__(self, out, output_format: str, several: bool, fresh: bool = True):
         self.out = out
         self.format = output_format
         self.several = several
         self.written = not fresh
-        if output_format == "csv" and fresh:
-            out.write(_csv_line(CSV_COLUMNS))
 
     def write(self, owner: int, name: str, body: str) -> None:
+        if self.format == "csv" and not self.written:
+            self.out.write(_csv_line(CSV_COLUMNS))  # the header, before the first row
         if self.format in DOCUMENT_FORMATS:
             if self.written:
                 self.out.write("\n")  # a blank line between pages

@@ -25,7 +25,9 @@ from scrapy_grownup.crawl.settings import DEFAULTS, GrownupSettings, check, unkn
 
 logger = logging.getLogger(__name__)
 PRIORITIES = {
-    "DOWNLOADER_MIDDLEWARES": (FeaturizeMiddleware, 540),  # HttpCompression is 590
+    # HttpCompression is 590; scrapy-poet's InjectionMiddleware, 543, must find the page
+    # already parsing when it builds a callback's zyte_common_items.Article (``zyte``)
+    "DOWNLOADER_MIDDLEWARES": (FeaturizeMiddleware, 545),
     "SPIDER_MIDDLEWARES": (ArticleSpiderMiddleware, 975),  # Depth is 900; nearest the spider
     "ITEM_PIPELINES": (ArticlePipeline, 100),
 }
@@ -76,12 +78,57 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", meta_refresh, None)
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", guarded_meta_refresh(), base[meta_refresh])
+        if uses_scrapy_poet(settings):
+            zyte_settings(settings)
         if settings.get("GROWNUP_WARC_OUTPUT"):
             from scrapy_grownup.warc.archive import WarcArchiveMiddleware
 
             # Next to the downloader: the archive keeps the bytes as they came off the wire.
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", WarcArchiveMiddleware, WARC_ARCHIVE_PRIORITY)
+
+
+ZYTE_MODULE = "scrapy_grownup.zyte"
+ZYTE_PROVIDER = "scrapy_grownup.zyte.GrownupArticleProvider"
+
+
+def uses_scrapy_poet(settings) -> bool:
+    """Whether the crawl has scrapy-poet: its add-on in ``ADDONS`` or its
+    ``InjectionMiddleware`` in ``DOWNLOADER_MIDDLEWARES`` (read by name: nothing is imported)."""
+    def named(entry) -> str:
+        return entry if isinstance(entry, str) else \
+            f"{getattr(entry, '__module__', '')}.{getattr(entry, '__qualname__', '')}"
+
+    addons = [named(k) for k, v in settings.getdict("ADDONS").items() if v is not None]
+    middlewares = [named(k) for k, v in settings.getdict("DOWNLOADER_MIDDLEWARES").items()
+                   if v is not None]
+    return any(name.startswith("scrapy_poet.") and name.endswith("Addon") for name in addons) \
+        or any(name.startswith("scrapy_poet.") and name.endswith("InjectionMiddleware")
+               for name in middlewares)
+
+
+def zyte_settings(settings) -> None:
+    """With scrapy-poet in the crawl and zyte-common-items installed: the provider of
+    ``zyte.GrownupArticle`` in ``SCRAPY_POET_PROVIDERS`` and ``zyte`` (its page object for
+    ``zyte_common_items.Article``) in ``SCRAPY_POET_DISCOVER``, unless the project has them."""
+    from importlib.util import find_spec
+
+    if find_spec("zyte_common_items") is None or find_spec("scrapy_poet") is None:
+        logger.warning("scrapy-poet is in the crawl but zyte-common-items is not installed: "
+                       "no zyte_common_items.Article from scrapy_grownup (pip install "
+                       "'scrapy-grownup[zyte]')")
+        return
+    providers = settings.getdict("SCRAPY_POET_PROVIDERS")
+    if not any(key == ZYTE_PROVIDER or getattr(key, "__module__", None) == ZYTE_MODULE
+               for key in providers):
+        providers[ZYTE_PROVIDER] = 1100  # zyte.PROVIDER_PRIORITY
+        # as Scrapy's set_in_component_priority_dict: whatever the setting's priority
+        settings.set("SCRAPY_POET_PROVIDERS", providers,
+                     settings.getpriority("SCRAPY_POET_PROVIDERS") or 0)
+    discover = settings.getlist("SCRAPY_POET_DISCOVER")
+    if ZYTE_MODULE not in discover:
+        settings.set("SCRAPY_POET_DISCOVER", [*discover, ZYTE_MODULE],
+                     settings.getpriority("SCRAPY_POET_DISCOVER") or 0)
 
 
 def stop_crawl(error: SettingsError | DeviceError):

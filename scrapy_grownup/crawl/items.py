@@ -29,12 +29,16 @@ def article_fields() -> list[str]:
 
 
 # Item fields whose values are long: cut (text) or left out (the rest) in log lines.
-LONG_FIELDS = {"text": 200, "markdown": 0, "html": 0, "comments": 0, "related_links": 0}
+LONG_FIELDS = {"text": 200, "markdown": 0, "html": 0, "images": 0, "comments": 0,
+               "related_links": 0,
+               # zyte_common_items.Article's (``scrapy_grownup.zyte``)
+               "articleBody": 200, "articleBodyHtml": 0}
 
 
 def short_item(item) -> dict:
     """A copy of ``item``'s fields for a log line: ``text`` cut to its first characters with its
-    length, the other long fields (Markdown, comments, related links) replaced by their size."""
+    length, the other long fields (Markdown, HTML, images, comments, related links) replaced by
+    their size."""
     values = dict(ItemAdapter(item).items())
     for name, keep in LONG_FIELDS.items():
         value = values.get(name)

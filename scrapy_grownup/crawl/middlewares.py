@@ -9,6 +9,10 @@ yields no item for the page, a new ``ArticleItem`` (``GROWNUP_AUTO_ITEMS``).
 ``with_article`` returns the item itself, so an item is never lost where the add-on does not
 see it: with the add-on off (``GROWNUP_ENABLED = False``, or not in ``ADDONS``) it is the
 spider's plain item, and so it is in ``scrapy parse``'s printout.
+
+``request.meta["grownup"]`` controls one page (``request_options``): ``False`` leaves it out
+(no extraction, its items pass untouched, ``grownup/skipped/meta``), a dict overrides settings
+for it; a bad one is one error line and its item is dropped as ``bad_meta``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import weakref
 from typing import Any, AsyncIterator
 
 from scrapy_grownup.page.decoding import is_html
+from scrapy_grownup.crawl.request_options import RequestMetaError, request_options
 from scrapy_grownup.crawl.runtime import GrownupRuntime, RuntimeComponent
 
 logger = logging.getLogger(__name__)
@@ -60,6 +65,15 @@ class FeaturizeMiddleware(RuntimeComponent):
     async def process_response(self, request, response):
         runtime = self.runtime
         _RUNTIMES[request] = runtime
+        try:
+            options = request_options(request, runtime.known_page_types)
+        except RequestMetaError as exc:
+            logger.error("scrapy_grownup: %s: %s", response.url, exc)
+            runtime.fail_page(request, exc)  # its item is dropped as bad_meta
+            return response
+        if options is False:  # meta["grownup"] = False: this page is left alone
+            runtime.inc("skipped/meta")
+            return response
         body = response.body
         if not is_html(_content_type(response), body):
             runtime.inc("responses/not_html")
@@ -74,7 +88,9 @@ class FeaturizeMiddleware(RuntimeComponent):
             # GROWNUP_MAX_PAGE_BYTES and flags the page, so one byte more is all it needs.
             body = body[: cap + 1]
             runtime.inc("responses/truncated")
-        await runtime.start_page(request, body, response.url, _content_type(response))
+        if options is not None:
+            runtime.inc("meta_overrides")
+        await runtime.start_page(request, body, response.url, _content_type(response), options)
         return response
 
 
@@ -97,12 +113,14 @@ class ArticleSpiderMiddleware(RuntimeComponent):
                 element_page = page if asked is response else \
                     runtime.take_page(asked.request)
                 if element_page is None:
-                    logger.warning("with_article(): %s was not featurized (not an HTML page "
-                                   "with status 200); the item passes without an article",
-                                   asked.url)
-                    runtime.inc("skipped/not_featurized")
+                    if (getattr(asked.request, "meta", None) or {}).get("grownup") is not \
+                            False:  # left out on purpose: counted as skipped/meta
+                        logger.warning("with_article(): %s was not featurized (not an HTML "
+                                       "page with status 200); the item passes without an "
+                                       "article", asked.url)
+                        runtime.inc("skipped/not_featurized")
                 else:
-                    runtime.claim(element, element_page, asked.url)
+                    runtime.claim(element, element_page, asked.url, asked.request)
             yield element
         if page is None:
             return
@@ -110,7 +128,7 @@ class ArticleSpiderMiddleware(RuntimeComponent):
             from scrapy_grownup.crawl.items import ArticleItem
 
             item = ArticleItem(url=response.url)
-            runtime.claim(item, page, response.url)
+            runtime.claim(item, page, response.url, response.request)
             yield item
         elif not any(c.page is page for c in runtime.claims.values()):
             page.cancel()

@@ -89,13 +89,17 @@ def describe() -> dict:
             "page_features": extractor.page_features}
 
 
-def score_articles(pages: Sequence[PageStructure | ParsedPage]
+def score_articles(pages: Sequence[PageStructure | ParsedPage | PageOptions]
                    ) -> tuple[list[Article | GrownupError], int]:
     """Articles of one micro-batch, errors isolated per page: the model's (``ModelError``)
     and the article's (``ArticleError``; Markdown is built here, not while pickling). A crawl
-    sends its workers' ``ParsedPage``s, unpickled here."""
+    sends its workers' ``ParsedPage``s, unpickled here; a ``PageOptions`` carries a page with
+    its request's extraction overrides (``request.meta["grownup"]``), and the pages of each
+    set of overrides are extracted together by an extractor with them (``extractor_with``)."""
     extractor = loaded_extractor()
     budget = _state.get("page_timeout")
+    options = [p.options if isinstance(p, PageOptions) else {} for p in pages]
+    pages = [p.parsed if isinstance(p, PageOptions) else p for p in pages]
     # the seconds each page already spent of its budget, in its featurization worker
     spent = [p.parse_seconds if isinstance(p, ParsedPage) else 0.0 for p in pages]
     pages = [p.page if isinstance(p, ParsedPage) else p for p in pages]
@@ -105,8 +109,56 @@ def score_articles(pages: Sequence[PageStructure | ParsedPage]
 
         def guard(page):
             return article_budget(budget, spent_of.get(id(page), 0.0))
-    return run_split_on_oom(partial(extractor.article_results, build_markdown=True,
-                                    page_guard=guard), pages, _empty_cuda_cache)
+    groups: dict[tuple, list[int]] = {}
+    for i, overrides in enumerate(options):
+        groups.setdefault(tuple(sorted(overrides.items())), []).append(i)
+    results: list = [None] * len(pages)
+    splits = 0
+    for key, rows in groups.items():
+        variant = extractor_with(extractor, **dict(key)) if key else extractor
+        part, part_splits = run_split_on_oom(
+            partial(variant.article_results, build_markdown=True, page_guard=guard),
+            [pages[i] for i in rows], _empty_cuda_cache)
+        for i, result in zip(rows, part):
+            results[i] = result
+        splits += part_splits
+    return results, splits
+
+
+class PageOptions:
+    """A page sent to ``score_articles`` (a ``ParsedPage`` or ``PageStructure``) with its
+    request's extraction overrides (``request_options.RequestOptions.extraction``)."""
+
+    __slots__ = ("parsed", "options")
+
+    def __init__(self, parsed, options: dict):
+        self.parsed = parsed
+        self.options = dict(options)
+
+    @property
+    def num_nodes(self) -> int:  # what the batcher sizes batches by
+        return self.parsed.num_nodes
+
+    def __getstate__(self):
+        return self.parsed, self.options
+
+    def __setstate__(self, state) -> None:
+        self.parsed, self.options = state
+
+
+def extractor_with(extractor, threshold: float | None = None, refine: bool | None = None):
+    """``extractor`` with one page's overrides (``request.meta["grownup"]``): a shallow copy
+    sharing its model, featurizer and decisions; ``threshold`` is used exactly on the page
+    (``GROWNUP_THRESHOLD``: not adapted), ``refine`` as ``GROWNUP_REFINE``. The loaded
+    extractor itself is never changed."""
+    import copy
+
+    variant = copy.copy(extractor)
+    if threshold is not None:
+        variant.threshold, variant.adaptive = float(threshold), False
+    if refine is not None:
+        variant.refine = bool(refine)
+    return variant
 
 
 @contextmanager

@@ -61,12 +61,16 @@ def extraction_worker(page_timeout: float | None, model: str, device: str | None
 
 
 def extract_in_worker(body: bytes, url: str | None, content_type: str | None,
-                      limits: PageLimits, derive: tuple[str, ...] = ()) -> ExtractedPage:
+                      limits: PageLimits, derive: tuple[str, ...] = (),
+                      options: dict | None = None) -> ExtractedPage:
     """One page's article (module-level so it pickles; ``derive`` is accepted for the pool's
-    signature, the extractor computes what it reads). Raises the page's ``GrownupError``:
+    signature, the extractor computes what it reads; ``options``: its request's extraction
+    overrides, ``model_process.extractor_with``'s). Raises the page's ``GrownupError``:
     ``PageTimeoutError`` past ``GROWNUP_PAGE_TIMEOUT`` for the parse and the article together,
     ``ParseError``, ``ModelError``, ``ArticleError``..."""
     extractor = model_process.loaded_extractor()
+    if options:
+        extractor = model_process.extractor_with(extractor, **options)
     budget = model_process._state.get("page_timeout")
     in_worker = multiprocessing.parent_process() is not None
     guard = time_budget(budget, f"parsing and building its article took longer than "

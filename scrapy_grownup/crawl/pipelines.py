@@ -2,7 +2,10 @@
 
 Items without a pending page (the spider's own, not passed to ``with_article``) pass
 untouched. Every page that cannot become an article is a ``DropItem`` with its reason, counted
-under ``grownup/dropped/<reason>``.
+under ``grownup/dropped/<reason>``. A page's ``request.meta["grownup"]`` overrides
+(``request_options``) apply here: its extraction overrides go with it to the model process
+(``model_process.PageOptions``; a page worker got them with the body), the others replace the
+crawl's settings for its item.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from scrapy.exceptions import DropItem
 from scrapy_grownup.errors import (ArticleError, EmptyPageError, GrownupError, ModelError, NotHTMLError,
                      ParseError)
 from scrapy_grownup.crawl.items import article_values, fill_item
+from scrapy_grownup.crawl.model_process import PageOptions
+from scrapy_grownup.crawl.request_options import RequestMetaError
 from scrapy_grownup.crawl.runtime import RuntimeComponent
 from scrapy_grownup.crawl.page_worker import ExtractedPage
 from scrapy_grownup.crawl.workers import PageTimeoutError, WorkerCrashedError
 
 logger = logging.getLogger(__name__)
-_REASONS = ((NotHTMLError, "not_html"), (EmptyPageError, "empty_page"),
+_REASONS = ((RequestMetaError, "bad_meta"), (NotHTMLError, "not_html"),
+            (EmptyPageError, "empty_page"),
             (ParseError, "parse_error"), (WorkerCrashedError, "worker_crashed"),
             (PageTimeoutError, "timeout"),
             (ModelError, "model_error"), (ArticleError, "article_error"))
@@ -66,8 +72,10 @@ class ArticlePipeline(RuntimeComponent):
             batcher = runtime.batcher
             runtime.max_stat("queue_depth_max", batcher.queue_depth + 1)
             start = time.perf_counter()
-            try:
-                article = await batcher.article(parsed)  # the model process unpickles it
+            extraction = claim.options.extraction if claim.options is not None else None
+            try:  # the model process unpickles it
+                article = await batcher.article(PageOptions(parsed, extraction)
+                                                if extraction else parsed)
             except Exception as exc:  # noqa: BLE001 - this page's own error only
                 logger.warning("no article for %s: %s", claim.url, exc)
                 raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
@@ -75,7 +83,8 @@ class ArticlePipeline(RuntimeComponent):
             runtime.record_batch_stats()
         if article.text_source:  # "prose": pages of a site the model cannot read
             runtime.inc(f"text_source/{article.text_source}")
-        settings = runtime.settings
+        settings = runtime.settings if claim.options is None else \
+            claim.options.settings(runtime.settings)  # meta["grownup"]'s, for this page
         if settings.page_types and article.page_type not in settings.page_types:
             raise self._drop("page_type", claim.url,
                              f"{article.page_type} is not in GROWNUP_PAGE_TYPES")
@@ -83,10 +92,16 @@ class ArticlePipeline(RuntimeComponent):
             reason = "short_text" if article.text.strip() else "no_content"
             raise self._drop(reason, claim.url, f"{len(article.text.strip())} characters < "
                              f"GROWNUP_MIN_TEXT_LENGTH = {settings.min_text_length}")
+        if settings.min_confidence and article.confidence is not None \
+                and article.confidence < settings.min_confidence:
+            raise self._drop("low_confidence", claim.url, f"confidence {article.confidence} < "
+                             f"GROWNUP_MIN_CONFIDENCE = {settings.min_confidence}")
         try:
             values = article_values(article, settings.output_format)
         except GrownupError as exc:  # a Markdown built only now that fails (ArticleError)
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
+        if claim.options is not None:  # comments off, fields left out
+            values = claim.options.item_values(values)
         values["model_version"] = runtime.model_info["version"]
         values["timing"] = {"parse_ms": round(1000.0 * parsed.parse_seconds, 2),
                             "batch_ms": round(batch_ms, 2),

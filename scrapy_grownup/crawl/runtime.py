@@ -26,12 +26,14 @@ STATS_PREFIX = "grownup"
 
 @dataclass
 class Claim:
-    """An item waiting for the article of the page it was yielded for."""
+    """An item waiting for the article of the page it was yielded for (``options``: its
+    request's ``meta["grownup"]`` overrides, ``request_options.RequestOptions``)."""
 
     item: object
     page: "asyncio.Task[ParsedPage]"
     url: str
     started: float
+    options: object = None
 
 
 class GrownupRuntime:
@@ -53,6 +55,10 @@ class GrownupRuntime:
                                    page_timeout=self.settings.page_timeout)
         self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
             weakref.WeakKeyDictionary()
+        # each request's checked ``meta["grownup"]`` overrides (``RequestOptions``), if any
+        self.request_options: "weakref.WeakKeyDictionary[object, object]" = \
+            weakref.WeakKeyDictionary()
+        self._page_types: set[str] | None = None
         self.claims: dict[int, Claim] = {}
         # items a callback passed to ``with_article``, until the spider middleware sees them
         self.asked: dict[int, tuple[object, object]] = {}
@@ -162,10 +168,35 @@ class GrownupRuntime:
                     time.perf_counter() - start)
 
     # -- pages ----------------------------------------------------------------------------------
-    async def start_page(self, request, body: bytes, url: str, content_type: str | None) -> None:
-        """Start parsing a response's body; waits while the pool has too many pages in flight."""
-        self.pages[request] = await self.pool.submit(body, url, content_type)
+    async def start_page(self, request, body: bytes, url: str, content_type: str | None,
+                         options=None) -> None:
+        """Start parsing a response's body; waits while the pool has too many pages in flight.
+        ``options``: the request's ``meta["grownup"]`` overrides (``RequestOptions``); where the
+        page workers build whole articles its extraction overrides go with the body."""
+        if options is not None:
+            self.request_options[request] = options
+        extraction = options.extraction if options is not None and self.in_workers else None
+        self.pages[request] = await self.pool.submit(body, url, content_type,
+                                                     **({"options": extraction}
+                                                        if extraction else {}))
         self.max_stat("featurize_pending_max", self.pool.pending)
+
+    def fail_page(self, request, error: BaseException) -> None:
+        """The page of ``request`` gives no article: its item is dropped with ``error``'s
+        reason (``pipelines.drop_reason``)."""
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(error)
+        future.exception()  # retrieved: a page no item claims is no "never retrieved" log
+        self.pages[request] = future
+
+    def known_page_types(self) -> set[str]:
+        """The page types the crawl's model tells apart (none without a page-type head)."""
+        if self._page_types is None:
+            from scrapy_grownup.crawl.settings import model_page_types
+
+            self._page_types = model_page_types(self.settings.model, self.settings.device) \
+                or set()
+        return self._page_types
 
     def more_coming(self) -> bool:
         """Whether another page may reach the batcher soon: parsing, or awaiting its item."""
@@ -183,8 +214,11 @@ class GrownupRuntime:
         entry = self.asked.pop(id(item), None)
         return entry[1] if entry is not None and entry[0] is item else None
 
-    def claim(self, item, page: "asyncio.Task[ParsedPage]", url: str) -> None:
-        self.claims[id(item)] = Claim(item, page, url, time.perf_counter())
+    def claim(self, item, page: "asyncio.Task[ParsedPage]", url: str, request=None) -> None:
+        """``item`` gets the article of ``page`` (of ``request``, whose ``meta["grownup"]``
+        overrides go with it)."""
+        options = self.request_options.get(request) if request is not None else None
+        self.claims[id(item)] = Claim(item, page, url, time.perf_counter(), options)
         self.inc("claimed")
 
     def release(self, item) -> Claim | None:

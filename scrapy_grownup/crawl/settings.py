@@ -40,6 +40,7 @@ DEFAULTS: dict[str, object] = {
     "GROWNUP_PAGE_TIMEOUT": 10.0,
     "GROWNUP_PAGE_TYPES": [],
     "GROWNUP_MIN_TEXT_LENGTH": 1,
+    "GROWNUP_MIN_CONFIDENCE": None,
     "GROWNUP_AUTO_ITEMS": True,
     "GROWNUP_OUTPUT_FORMAT": "text",
 }
@@ -151,6 +152,23 @@ def _model_default_bool(models_own: str) -> Callable[[str, object], bool | None]
     return check_value
 
 
+def _min_confidence(name: str, value) -> float | None:
+    """A confidence between 0 and 1; ``None`` (or 0) keeps every page."""
+    allowed = "a number between 0 and 1 (pages whose Article.confidence is below it are " \
+              "dropped), or None (or 0) for no minimum"
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number != number:  # NaN
+        raise _bad(name, value, "not a number", allowed)
+    if not 0.0 <= number <= 1.0:
+        raise _bad(name, value, "out of range", allowed)
+    return number or None
+
+
 _refine = _model_default_bool("False")
 _rescorer = _model_default_bool("on where it has one")
 
@@ -227,6 +245,7 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
     "GROWNUP_PAGE_TIMEOUT": _seconds,
     "GROWNUP_PAGE_TYPES": _page_types,
     "GROWNUP_MIN_TEXT_LENGTH": _whole(0),
+    "GROWNUP_MIN_CONFIDENCE": _min_confidence,
     "GROWNUP_AUTO_ITEMS": _bool,
     "GROWNUP_OUTPUT_FORMAT": _output_format,
 }
@@ -307,6 +326,8 @@ class GrownupSettings:
     page_timeout: float | None
     page_types: frozenset[str]
     min_text_length: int
+    # pages whose article's confidence is below this are dropped (None: no minimum)
+    min_confidence: float | None
     auto_items: bool
     output_format: str
 
@@ -348,6 +369,7 @@ class GrownupSettings:
             page_timeout=values["GROWNUP_PAGE_TIMEOUT"] or None,
             page_types=page_types,
             min_text_length=values["GROWNUP_MIN_TEXT_LENGTH"],
+            min_confidence=values["GROWNUP_MIN_CONFIDENCE"],
             auto_items=values["GROWNUP_AUTO_ITEMS"],
             output_format=values["GROWNUP_OUTPUT_FORMAT"],
         )

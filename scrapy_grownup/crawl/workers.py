@@ -460,12 +460,16 @@ class FeaturizerPool:
         self.parse = extract
 
     async def submit(self, body: bytes, url: str | None = None,
-                     content_type: str | None = None) -> "asyncio.Task[ParsedPage]":
+                     content_type: str | None = None,
+                     options: dict | None = None) -> "asyncio.Task[ParsedPage]":
         """Start parsing one page; waits first while ``max_pending`` pages are in flight.
 
         The task's result is a ``ParsedPage``; it raises ``GrownupError`` for pages that are not
-        HTML or empty, and ``WorkerCrashedError`` as said above.
+        HTML or empty, and ``WorkerCrashedError`` as said above. ``options`` (a page's
+        extraction overrides) go to a ``parse`` that extracts whole pages
+        (``page_worker.extract_in_worker``), as its last argument.
         """
+        extra = (options,) if options else ()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_pending)
         await self._slots.acquire()
@@ -474,7 +478,8 @@ class FeaturizerPool:
         async def run() -> ParsedPage:
             try:
                 return await self.processes.call(self.parse, body, url, content_type,
-                                                 self.limits, self.derive, what=url or "a page",
+                                                 self.limits, self.derive, *extra,
+                                                 what=url or "a page",
                                                  timeout=self.hard_timeout)
             finally:
                 self.pending -= 1

@@ -1,8 +1,9 @@
 """Article fields from the page-type and block-role heads: serving code, no training imports.
 
-``page_type`` / ``page_type_score`` come from the genre head; ``comments`` (text of the nodes
-the role head calls comments) and ``related_links`` (links whose text is mostly in nodes it
-calls related) from the role head.
+``page_type`` / ``page_type_score`` come from the genre head (or the page-type classifier that
+replaces its scores; its ``page_type`` is None below ``page_type.RELIABLE_SCORE``, the score
+kept); ``comments`` (text of the nodes the role head calls comments) and ``related_links``
+(links whose text is mostly in nodes it calls related) from the role head.
 """
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ __all__ = ["head_fields", "related_links", "subtree_sizes"]
 def head_fields(page: PageStructure, outputs: dict, genre_names: Sequence[str],
                 role_names: Sequence[str]) -> dict:
     """``Article`` fields from one page's head outputs: ``page_type`` and ``page_type_score``
-    (genre head), ``comments`` and ``related_links`` (role head); a missing head leaves its
-    fields out (so they stay None)."""
+    (genre head; ``page_type`` None where the score is under ``genre_reliable_score``, which
+    the page-type classifier sets), ``comments`` and ``related_links`` (role head); a missing
+    head leaves its fields out (so they stay None)."""
     fields: dict = {}
     genre = outputs.get("genre")
     if genre is not None and len(genre):
+        from scrapy_grownup.decisions.page_type import reliable_page_type
+
         best = int(np.argmax(genre))
-        fields["page_type"] = str(genre_names[best])
         fields["page_type_score"] = float(genre[best])
+        # the page-type classifier's type only where its score is in its reliable range
+        fields["page_type"] = reliable_page_type(str(genre_names[best]),
+                                                 fields["page_type_score"],
+                                                 outputs.get("genre_reliable_score"))
     roles = outputs.get("roles")
     if roles is not None:
         role = np.asarray(roles).argmax(1)

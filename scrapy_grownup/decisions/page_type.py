@@ -28,13 +28,29 @@ import numpy as np
 from scrapy_grownup.decisions.boosted_trees import BoostedTrees
 from scrapy_grownup.graph.signals import SIGNAL_VERSION, url_tokens
 
-__all__ = ["PAGE_TYPE_FILE", "PageTypeClassifier", "TfidfVocabulary", "page_text",
-           "page_words", "url_words"]
+__all__ = ["PAGE_TYPE_FILE", "RELIABLE_SCORE", "PageTypeClassifier", "TfidfVocabulary",
+           "page_text", "page_words", "reliable_page_type", "url_words"]
 
 PAGE_TYPE_FILE = "page_type.npz"
 PAGE_TYPE_VERSION = "1"  # the vectoriser: PAGE_CHARS, terms, idf
 _WORD = re.compile(r"\b\w\w+\b")
 PAGE_CHARS = 6_000
+# The score (the softmax of the classifier's margins) below which its page type is not reported:
+# ``Article.page_type`` is None there, ``page_type_score`` kept. Out of fold over sites on the
+# 1,129 wcxb_dev pages (``fast``), the 9.8% of pages scored under 0.28 get their type right
+# 46.8% of the time (41% between 0.26 and 0.28), those above it 91.4% (76% between 0.28 and
+# 0.30): docs/research/page-type-classifier.md, "How far the score can be trusted";
+# ``python benchmarks/page_type_reliability.py``.
+RELIABLE_SCORE = 0.28
+
+
+def reliable_page_type(name: str | None, score: float | None,
+                       cut: float | None = RELIABLE_SCORE) -> str | None:
+    """``name``, or None where its ``score`` is below ``cut`` (the classifier's reliable range,
+    ``RELIABLE_SCORE``; None: every score is kept)."""
+    if name is None or score is None or cut is None:
+        return name
+    return name if score >= cut else None
 
 
 def page_text(page) -> str:
@@ -108,7 +124,9 @@ class PageTypeClassifier:
     """A linear page-type model over ``[text TF-IDF, URL TF-IDF, signals, pooled]``; the dense
     blocks are standardised and scaled by ``1/sqrt(width)`` so each weighs about as much as a
     unit-norm TF-IDF row. With a ``stack`` (multi-class ``BoostedTrees`` over ``[margins,
-    signals]``, one output per type of ``stack_types``), the page type is the trees'."""
+    signals]``, one output per type of ``stack_types``), the page type is the trees'.
+    ``reliable_score``: the score under which the extractor reports no page type
+    (``RELIABLE_SCORE``; set it to 0 to have every page's best type)."""
 
     def __init__(self, names: Sequence[str], text: TfidfVocabulary, url: TfidfVocabulary,
                  mean: np.ndarray, std: np.ndarray, signal_dim: int, weights: np.ndarray,
@@ -127,6 +145,7 @@ class PageTypeClassifier:
         if stack is not None and stack.num_outputs != len(self.stack_types):
             raise ValueError(f"the stacked trees have {stack.num_outputs} outputs for "
                              f"{len(self.stack_types)} page types")
+        self.reliable_score = RELIABLE_SCORE
 
     @property
     def pooled_dim(self) -> int:

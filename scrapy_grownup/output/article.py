@@ -15,8 +15,8 @@ class Article:
     genre head and stay ``None`` for a model without one; ``truncated`` lists the page caps
     that were hit.
 
-    ``markdown`` may be built on first read (``ArticleExtractor`` does so unless its
-    ``output_format`` is "markdown"): until then the article holds the page's text runs and
+    ``markdown`` and ``html`` may be built on first read (``ArticleExtractor`` does so unless
+    its ``output_format`` is "markdown"): until then the article holds the page's text runs and
     tags that it needs; reading it, ``to_dict()``, comparing or pickling builds it. Should
     that fail, each of these raises ``ArticleError`` (a ``GrownupError``).
     """
@@ -32,9 +32,22 @@ class Article:
     published: str | None = None
     canonical_url: str | None = None
     site_name: str | None = None
+    # The page's own summary (JSON-LD / og: / meta description); the main image (og:image,
+    # twitter:image, JSON-LD image, else the first content image; absolute); the content's
+    # images, ``{"url", "alt"}`` each (``images.content_images``); the last modification,
+    # ISO 8601 as ``published``; the tags and sections the page declares.
+    description: str | None = None
+    image: str | None = None
+    images: list[dict] = field(default_factory=list)
+    date_modified: str | None = None
+    tags: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
     # The same content as markdown (headings, lists, tables, links); ``text`` holds it too when
     # the extractor's ``output_format`` is "markdown".
     markdown: str = ""
+    # The same content as clean HTML, safe to render (``output.html``): built from the same
+    # kept nodes, so its text is ``text`` up to whitespace. Built on first read, as markdown.
+    html: str = ""
     model: str = ""
     truncated: list[str] = field(default_factory=list)
     content_nodes: int = 0
@@ -43,6 +56,10 @@ class Article:
     # "prose" where the model's scores kept nothing and the page's prose was kept instead, or
     # "none" where nothing was kept.
     text_source: str = ""
+    # The extractor's estimate, from 0 to 1, that ``text`` is the page's main content: the
+    # expected bag-of-words F1 of the text against human gold, calibrated on sites the model
+    # never saw (``decisions.confidence``); None for a model without ``confidence.npz``.
+    confidence: float | None = None
     # From a model with a block-role head (None without one): the text of the elements
     # classified as user comments, and the links classified as related content.
     comments: str | None = None
@@ -64,10 +81,17 @@ class Article:
         self.__dict__["_markdown"] = None
         self.__dict__["_markdown_build"] = build
 
+    def defer_html(self, build: Callable[[], str]) -> None:
+        """Build ``html`` with ``build()`` when it is first read, not now."""
+        self.__dict__["_html"] = None
+        self.__dict__["_html_build"] = build
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_markdown"] = self.markdown  # built: the builder (a closure) does not pickle
         state.pop("_markdown_build", None)
+        state["_html"] = self.html
+        state.pop("_html_build", None)
         return state
 
 
@@ -91,3 +115,23 @@ def _set_markdown(self: Article, value: str) -> None:
 Article.markdown = property(  # type: ignore[assignment]
     _get_markdown, _set_markdown,
     doc="The same content as markdown (headings, lists, tables, links).")
+
+
+def _get_html(self: Article) -> str:
+    value = self.__dict__.get("_html")
+    if value is None:
+        build = self.__dict__.get("_html_build")
+        value = build() if build is not None else ""  # a failure raises again on each read
+        self.__dict__["_html"] = value
+        self.__dict__.pop("_html_build", None)
+    return value
+
+
+def _set_html(self: Article, value: str) -> None:
+    self.__dict__.pop("_html_build", None)
+    self.__dict__["_html"] = value
+
+
+Article.html = property(  # type: ignore[assignment]
+    _get_html, _set_html,
+    doc="The same content as clean HTML (paragraphs, headings, lists, tables, figures, links).")

@@ -3,12 +3,16 @@
 The keep rule is ``assemble_text``'s: a text run appears when the node that owns it is kept, so
 the words are exactly those of the plain text and no run is written twice. The markup around a
 run comes from its ancestors whether or not they are kept: a kept ``li`` is a list item even
-when the model scored its ``ul`` low.
+when the model scored its ``ul`` low. Content images (``images.content_images``) stand where
+they are in the page, as ``![alt](url)``.
+
+``output.html`` renders the same walk (``_Renderer``) as HTML.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +42,8 @@ _STRONG = frozenset({"strong", "b"})
 _EMPHASIS = frozenset({"em", "i", "cite", "dfn"})
 _STRIKE = frozenset({"del", "s", "strike"})
 _NO_LINK = ("javascript:", "data:", "vbscript:")
+# A content image as ``image`` writes it, alone or as a link.
+_IMAGE = re.compile(r"(\[)?!\[(?:\\.|[^\]\\])*\]\([^)\s]*\)(?(1)\]\([^)\s]*\))")
 _LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang|highlight-source|highlight)-([\w+#.-]+)")
 
 
@@ -48,11 +54,14 @@ class _Ctx(NamedTuple):
     emphasis: bool = False
     table: bool = False  # inside a table cell: one line, "|" escaped
     heading: bool = False  # one line: no line-start escapes
+    no_images: bool = False  # the text alone (a link's, to see whether it would be one)
 
 
-def to_markdown(page: PageStructure, keep_node_mask, base_url: str | None = None) -> str:
-    """Markdown of the runs whose owner node is kept; links resolve against ``base_url``
-    (default: ``<base href>``, else the page URL)."""
+def to_markdown(page: PageStructure, keep_node_mask, base_url: str | None = None,
+                images: dict | None = None) -> str:
+    """Markdown of the runs whose owner node is kept, with the content images
+    (``images.content_images``, computed here unless given) as ``![alt](url)``; links resolve
+    against ``base_url`` (default: ``<base href>``, else the page URL)."""
     keep = np.asarray(keep_node_mask, dtype=bool)
     if keep.shape != (page.num_nodes,):
         raise ValueError(f"keep_node_mask has shape {keep.shape}, expected ({page.num_nodes},)")
@@ -62,12 +71,19 @@ def to_markdown(page: PageStructure, keep_node_mask, base_url: str | None = None
         from scrapy_grownup.output.metadata import base_url as page_base
 
         base_url = page_base(page)
-    return _Renderer(page, keep, base_url).render()
+    if images is None:
+        from scrapy_grownup.output.images import content_images
+
+        images = content_images(page, keep, base_url)
+    return _Renderer(page, keep, base_url, images).render()
 
 
 class _Renderer:
-    def __init__(self, page: PageStructure, keep: np.ndarray, base_url: str | None):
+    def __init__(self, page: PageStructure, keep: np.ndarray, base_url: str | None,
+                 images: dict | None = None):
         self.page, self.base = page, base_url or ""
+        self.images = images or {}
+        self.image_nodes = sorted(self.images)
         self.tags = page.tags
         n = page.num_nodes
         kept = keep[page.seg_owner]
@@ -75,11 +91,20 @@ class _Renderer:
         # Separator before each kept run, as in the plain text (``assembly.run_separators``).
         self.sep = run_separators(page, kept).tolist()
         self.tables = data_tables(page)
-        # Nodes with kept text in their subtree (a subtree is range(i, end[i])); only those and
-        # their children are visited.
-        counts = np.concatenate([[0], np.cumsum(np.bincount(page.seg_owner[kept], minlength=n))])
+        # Nodes with kept text or a content image in their subtree (a subtree is
+        # range(i, end[i])); only those and their children are visited.
+        owners = page.seg_owner[kept]
+        if self.images:
+            owners = np.concatenate([owners, np.fromiter(self.images, dtype=owners.dtype)])
+        counts = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=n))])
         has = counts[np.asarray(page.subtree_end)] - counts[:n] > 0
         self.has_text = has.tolist()
+        if self.images:  # kept text itself, not images alone (a table of images is no table)
+            counts = np.concatenate(
+                [[0], np.cumsum(np.bincount(page.seg_owner[kept], minlength=n))])
+            self.has_kept_text = (counts[np.asarray(page.subtree_end)] - counts[:n] > 0).tolist()
+        else:
+            self.has_kept_text = self.has_text
         parent = page.parent
         self.children: dict[int, list[int]] = {}
         below = np.flatnonzero(has[parent[1:]]) + 1
@@ -161,19 +186,21 @@ class _Renderer:
             body = _finish(self.inline(v, ctx), "\n\n")
             quoted = "\n".join(f"> {line}" if line else ">" for line in body.split("\n"))
             return f"{_BLOCK}{quoted}{_BLOCK}" if body else ""
-        if tag == "table" and not ctx.table and v in self.tables:
+        if tag == "table" and not ctx.table and v in self.tables and self.has_kept_text[v]:
             return self.table(v, ctx)
         if tag == "code":
             lead, core, trail = _edges(self.plain(v))
             return f"{lead}{_code_span(core)}{trail}" if core else lead + trail
+        if tag == "img":
+            return self.image(v, ctx)
         if tag == "a" and not ctx.link:
             return self.link(v, ctx)
         if tag in _STRONG and not ctx.strong:
-            return _wrap(self.inline(v, ctx._replace(strong=True)), "**")
+            return self.emphasis(v, ctx._replace(strong=True), "**")
         if tag in _EMPHASIS and not ctx.emphasis:
-            return _wrap(self.inline(v, ctx._replace(emphasis=True)), "*")
+            return self.emphasis(v, ctx._replace(emphasis=True), "*")
         if tag in _STRIKE:
-            return _wrap(self.inline(v, ctx), "~~")
+            return self.emphasis(v, ctx, "~~")
         inner = self.inline(v, ctx)
         return f"{_BLOCK}{inner}{_BLOCK}" if tag in BLOCK_TAGS else inner
 
@@ -187,6 +214,16 @@ class _Renderer:
         if url is None:  # not a URL (``http://[``): the text stays, without the link
             return inner
         url = url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+
+        def linked(part: str) -> str:
+            heading = re.match(r"#{1,6} ", part)
+            if heading:
+                return f"{heading.group(0)}[{part[heading.end():]}]({url})"
+            return f"[{part}]({url})"
+
+        split = self.around_images(v, ctx._replace(link=True), inner, linked)
+        if split is not None:
+            return split
         lead, core, trail = _edges(inner)
         if not core or _has_marker(core):
             return inner
@@ -194,6 +231,45 @@ class _Renderer:
         if heading:  # <a><h3>...</h3></a>: the heading holds the link
             return f"{lead}{heading.group(0)}[{core[heading.end():]}]({url}){trail}"
         return f"{lead}[{core}]({url}){trail}"
+
+    def emphasis(self, v: int, ctx: _Ctx, marker: str) -> str:
+        inner = self.inline(v, ctx)
+        split = self.around_images(
+            v, ctx, inner, lambda part: part if _IMAGE.fullmatch(part) else _wrap(part, marker))
+        if split is not None:
+            return split
+        if _IMAGE.fullmatch(_edges(inner)[1]):
+            return inner  # an image alone: no emphasis
+        return _wrap(inner, marker)
+
+    def around_images(self, v: int, ctx: _Ctx, inner: str, apply) -> str | None:
+        """``inner`` (``v``'s content in ``ctx``) with ``apply`` (a link, emphasis) applied to
+        each of its blocks, where content images in blocks of their own keep the markup from
+        wrapping it whole but the text alone could be wrapped (as before images were
+        written); ``None`` where that is not so."""
+        lead, core, trail = _edges(inner)
+        if not core or not _has_marker(core) or ctx.no_images or not self.holds_image(v):
+            return None
+        text = _edges(self.inline(v, ctx._replace(no_images=True)))[1]
+        if not text or _has_marker(text):
+            return None
+        return lead + "".join(apply(part) if part.strip(_EDGE_CHARS) else part
+                              for part in _split_gaps(core)) + trail
+
+    def holds_image(self, v: int) -> bool:
+        """Whether a content image is in ``v``'s subtree."""
+        at = bisect_left(self.image_nodes, v)
+        return at < len(self.image_nodes) and self.image_nodes[at] < self.page.subtree_end[v]
+
+    def image(self, v: int, ctx: _Ctx) -> str:
+        """``![alt](url)`` of a content image, where it stands (no space is added around it:
+        the words stay as in the plain text)."""
+        image = self.images.get(v)
+        if image is None or ctx.no_images:
+            return ""
+        alt = image.alt.translate(_ESCAPED_IN_TABLE if ctx.table else _ESCAPED)
+        url = image.url.replace("(", "%28").replace(")", "%29")
+        return f"![{alt}]({url})"
 
     def sequence(self, v: int) -> list[tuple[bool, int]]:
         """``v``'s own runs ``(True, k)`` and children ``(False, c)`` in document order."""
@@ -325,6 +401,16 @@ def _finish(text: str, paragraph: str) -> str:
         return "\n" if _LINE in s else paragraph
 
     return _GAP.sub(gap, text).strip(" \n")
+
+
+def _split_gaps(text: str) -> list[str]:
+    """``text`` cut before and after each ``_GAP``, the gaps kept as parts of their own."""
+    parts, pos = [], 0
+    for m in _GAP.finditer(text):
+        parts += [text[pos:m.start()], m.group(0)]
+        pos = m.end()
+    parts.append(text[pos:])
+    return [part for part in parts if part]
 
 
 def _edges(text: str) -> tuple[str, str, str]:

@@ -325,14 +325,19 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     return root, encoding, truncated, meta, json_ld
 
 
-# Meta keys that repeat once per author; their values are joined with "; ".
+# Meta keys that repeat once per author (or tag, section); their values are joined with "; ".
 MULTI_VALUE_META = frozenset({"author", "article:author", "citation_author", "dc.creator",
-                              "dcterms.creator", "parsely-author", "sailthru.author"})
+                              "dcterms.creator", "parsely-author", "sailthru.author",
+                              "article:tag", "og:article:tag", "article:section"})
 # Attributes kept per tag in ``PageStructure.attrs`` (``itemprop`` is kept on any element).
 KEPT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "a": ("href", "rel"), "link": ("rel", "href"), "base": ("href",), "time": ("datetime",),
     "ol": ("start",), "td": ("colspan",), "th": ("colspan",), "pre": ("class",),
     "code": ("class",),
+    # images of the content (``output.images``): the address, lazy-loading copies of it, the
+    # text alternative and the size (a 1x1 tracking pixel is no image)
+    "img": ("src", "alt", "data-src", "data-lazy-src", "data-original", "srcset", "data-srcset",
+            "width", "height", "title"),
 }
 
 
@@ -526,6 +531,8 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
                 value = get(name)
                 if value:
                     if len(value) > max_attr:
+                        if tag == "img":  # a data: URI image; not read, so nothing is cut
+                            continue
                         cut_attr = True
                         if name == "href":  # a cut URL would point elsewhere
                             continue
