@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import weakref
 from dataclasses import dataclass
@@ -144,6 +145,10 @@ class GrownupRuntime:
         from scrapy_grownup.crawl.page_worker import extract_in_worker, extraction_worker
 
         s = self.settings
+        if str(self.crawler.settings.get("GROWNUP_WORKERS", "auto")).strip().lower() == "auto":
+            # no model process to leave a core to: a page worker per core (workers run at a
+            # lower priority, so the reactor still gets the CPU first)
+            self.pool.processes.workers = max(1, os.cpu_count() or 1)
         self.pool.extract_whole_pages(
             extraction_worker, (s.page_timeout, s.model, s.device, s.limits, s.batch_nodes,
                                 s.model_threads, s.threshold, s.refine, s.rescorer),

@@ -174,7 +174,8 @@ _rescorer = _model_default_bool("on where it has one")
 
 
 def _workers(name: str, value) -> int:
-    """``"auto"``: one featurization process per core but one (the reactor and model need it)."""
+    """``"auto"``: one page worker per core but one (the reactor and a model process need it);
+    the runtime takes one per core where the workers extract whole pages (no model process)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return max(1, (os.cpu_count() or 2) - 1)
     return _whole(0, ", or 'auto' (0 parses on a thread)")(name, value)
