@@ -1076,12 +1076,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                            "more text, higher less")
     knob.add_argument("--precision", action="store_true",
                       help="favour precision: keep only the largest contiguous group of content "
-                           "(as --refine; fast on unseen sites: precision 89.4, recall 85.3 "
-                           "against 88.2 / 91.7 by default)")
+                           "(as --refine; docs/cli.md gives the measured trade-off)")
     knob.add_argument("--recall", dest="threshold", action="store_const",
                       const=RECALL_THRESHOLD,
-                      help=f"favour recall (threshold {RECALL_THRESHOLD} on every page; fast on "
-                           "unseen sites: precision 85.5, recall 93.8)")
+                      help=f"favour recall (threshold {RECALL_THRESHOLD} on every page; "
+                           "docs/cli.md gives the measured trade-off)")
     p.add_argument("--refine", action="store_true",
                    help="keep only the largest contiguous group of content")
     p.add_argument("--no-rescorer", action="store_true",

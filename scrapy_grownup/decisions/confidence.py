@@ -6,9 +6,9 @@ text-owning elements and runs of them, how sure the scores the text was cut from
 and spread of the kept and the dropped text's scores, how much text sits near the cut-off, how
 far the kept and dropped text lie from it), whether the content model's own scores agree with
 the rescorer's, and which path chose the text (``text_source``). A logistic model maps them to
-a score, and an isotonic map turns the score into the expected bag-of-words F1 of the page's
-text against human gold (``evaluation.metrics.bag_of_words_scores``): a page of confidence 0.6
-is, on average, a page whose text scores 0.6.
+a score, and a monotone map (knots, interpolated) turns the score into the expected bag-of-words
+F1 of the page's text against human gold (``evaluation.metrics.bag_of_words_scores``): a page of
+confidence 0.6 is, on average, a page whose text scores 0.6.
 
 It is fitted by ``grownup lab fit-confidence`` (``training.confidence_fit``) on pages of sites
 that neither the content model nor the rescorer nor the confidence model saw (site-grouped
@@ -99,9 +99,10 @@ def confidence_features(page: PageStructure, keep: np.ndarray, scores: np.ndarra
 
 
 class ConfidenceModel:
-    """``predict(X)``: ``interp(mean + X_std @ coef, knots_x, knots_y)`` clipped to [0, 1],
-    where ``X_std = (X - center) / scale``. The knots are an isotonic regression of the measured
-    F1 on the linear score (``score`` = the logistic model's log-odds), fitted out of fold."""
+    """``predict(X)``: ``interp(intercept + X_std @ coef, knots_x, knots_y)`` clipped to [0, 1],
+    where ``X_std = (X - center) / scale``. The knots map the linear score (``score``, the
+    logistic model's log-odds) to the measured F1, fitted on out-of-fold scores
+    (``training.confidence_fit.fit_model``)."""
 
     def __init__(self, center, scale, coef, intercept: float, knots_x, knots_y,
                  feature_names: tuple[str, ...] = CONFIDENCE_FEATURE_NAMES,

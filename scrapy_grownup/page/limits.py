@@ -11,8 +11,8 @@ class PageLimits:
 
     ``max_bytes`` cuts the raw body before decoding, ``max_nodes`` stops adding elements in
     document order, ``max_depth`` folds deeper subtrees into their ancestor at the cap (their text
-    is kept, their elements are not nodes). Defaults are far above real article pages (the Dragnet
-    median is ~800 elements) yet keep a pathological page to tens of milliseconds.
+    is kept, their elements are not nodes). Defaults are far above real article pages yet keep a
+    pathological page bounded (the figures behind them: ``docs/reliability.md``).
 
     What is read of any single value is capped too, so that no one attribute or script costs
     more than a bounded amount of work (flagged ``attribute`` / ``script`` in ``truncated``):
@@ -20,11 +20,10 @@ class PageLimits:
     - ``max_attribute_chars``: the characters read of one attribute value (``class``, ``id``,
       ``style``, ``itemprop`` / ``content``, a ``<meta>``'s ``content``...); a longer value is
       cut to it, but a longer URL (``href``) is left out, as a cut one would point elsewhere.
-      The largest values of the 615 Dragnet and WCXB test pages are about 6,000 characters
-      (Tailwind ``class`` lists).
+      The cap is well above the long ``class`` lists of real pages (utility-class CSS).
     - ``max_script_chars``: the characters read of one script (a JSON-LD block); a longer
       block is not read at all (a cut one is not JSON). The ``inspect`` report leaves out a
-      ``<style>`` element over it. JSON-LD blocks of those pages stay under 30,000.
+      ``<style>`` element over it. Real pages' JSON-LD blocks stay far below it.
     """
 
     max_bytes: int = 5_000_000

@@ -39,7 +39,9 @@ from scrapy_grownup.training.crosssite import EVAL_DATASETS, load_records, recor
 
 logger = logging.getLogger(__name__)
 C = 1.0  # the logistic model's inverse L2 strength, on standardised features
-INNER_FOLDS = 5  # site-grouped folds whose out-of-fold scores the isotonic map is fitted on
+INNER_FOLDS = 5  # site-grouped folds whose out-of-fold scores the calibration is fitted on
+CALIBRATIONS = ("platt", "isotonic", "sigmoid")
+SCORE_RANGE, GRID_KNOTS = 12.0, 481  # a smooth map's knots: every 0.05 of the score
 MIN_CONFIDENCES = (0.3, 0.5, 0.7)  # the cut-offs the report shows the drops of
 
 
@@ -56,6 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "protocol's)")
     p.add_argument("--train-datasets", default="dragnet,cleaneval",
                    help="the extra training sets of the folds' plan (default: dragnet,cleaneval)")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default="platt",
+                   help="the map from the logistic score to F1, fitted on the scores of pages "
+                        "of sites the model did not see: platt (a logistic curve, the "
+                        "default), isotonic (a step function) or sigmoid (none: the model's "
+                        "own probability)")
     p.add_argument("--limit", type=int, default=None,
                    help="at most this many pages per dataset (a quick run; the folds then "
                         "differ from the fold models')")
@@ -129,15 +136,33 @@ def page_rows(pages: list, rescorer) -> list[dict]:
     return rows
 
 
-def fit_model(X: np.ndarray, y: np.ndarray, groups: list[str],
-              seed: int = 0) -> ConfidenceModel:
-    """A logistic model of the F1 ``y`` (a Bernoulli likelihood on the fraction: each page
-    once as content with weight ``y`` and once as not with ``1 - y``) on the standardised
-    features, and an isotonic map from its score to F1 fitted on the scores it gives pages of
-    sites it did not see (``INNER_FOLDS`` folds over ``groups``)."""
+def soft_logistic(Z: np.ndarray, y: np.ndarray, c: float = C, seed: int = 0):
+    """A logistic regression of the fraction ``y`` on ``Z`` (a Bernoulli likelihood on the
+    fraction: each row once as a positive with weight ``y`` and once as a negative with weight
+    ``1 - y``), L2 strength ``1 / c``."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows = np.concatenate([Z, Z])
+    labels = np.r_[np.ones(len(y)), np.zeros(len(y))]
+    weights = np.r_[y, 1.0 - y]
+    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(
+        rows, labels, sample_weight=weights)
+
+
+def fit_model(X: np.ndarray, y: np.ndarray, groups: list[str], seed: int = 0,
+              calibration: str = "platt") -> ConfidenceModel:
+    """A logistic model of the F1 ``y`` on the standardised features (``soft_logistic``), and
+    a monotone map from its score to F1 fitted on the scores it gives pages of sites it did not
+    see (``INNER_FOLDS`` folds over ``groups``): ``platt``, a logistic curve of the score (two
+    parameters: a smooth map that can only stretch or shift the model's own); ``isotonic``, a
+    step function; ``sigmoid``, the model's own probability. Each is stored as knots that
+    serving interpolates between."""
+    from scipy.special import expit
     from sklearn.isotonic import IsotonicRegression
     from sklearn.model_selection import GroupKFold
 
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, not {calibration!r}")
     # an article that kept no text scores 0 by rule (``ConfidenceModel.predict``)
     some = X[:, CONFIDENCE_FEATURE_NAMES.index("log_kept_chars")] > 0
     X, y, groups = X[some], y[some], [g for g, s in zip(groups, some) if s]
@@ -145,27 +170,28 @@ def fit_model(X: np.ndarray, y: np.ndarray, groups: list[str],
     scale = X.std(axis=0)
     scale = np.where(scale > 1e-9, scale, 1.0)
     Z = (X - center) / scale
-
-    def logistic(Z_fit, y_fit):
-        from sklearn.linear_model import LogisticRegression
-
-        rows = np.concatenate([Z_fit, Z_fit])
-        labels = np.r_[np.ones(len(y_fit)), np.zeros(len(y_fit))]
-        weights = np.r_[y_fit, 1.0 - y_fit]
-        model = LogisticRegression(C=C, max_iter=2000, random_state=seed)
-        return model.fit(rows, labels, sample_weight=weights)
-
-    scores = np.zeros(len(y))
-    distinct = len(set(groups))
-    if distinct >= 2:
-        for train, test in GroupKFold(min(INNER_FOLDS, distinct)).split(Z, y, groups):
-            scores[test] = logistic(Z[train], y[train]).decision_function(Z[test])
-    model = logistic(Z, y)
-    if distinct < 2:
-        scores = model.decision_function(Z)
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(scores, y)
+    model = soft_logistic(Z, y, seed=seed)
+    grid = np.linspace(-SCORE_RANGE, SCORE_RANGE, GRID_KNOTS)
+    if calibration == "sigmoid":
+        knots_x, knots_y = grid, expit(grid)
+    else:
+        scores = np.zeros(len(y))
+        distinct = len(set(groups))
+        if distinct >= 2:
+            for train, test in GroupKFold(min(INNER_FOLDS, distinct)).split(Z, y, groups):
+                scores[test] = soft_logistic(Z[train], y[train], seed=seed).decision_function(
+                    Z[test])
+        else:
+            scores = model.decision_function(Z)
+        if calibration == "isotonic":
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(scores, y)
+            knots_x, knots_y = iso.X_thresholds_, iso.y_thresholds_
+        else:
+            platt = soft_logistic(scores[:, None], y, c=1e6, seed=seed)
+            knots_x = grid
+            knots_y = expit(platt.coef_[0, 0] * grid + platt.intercept_[0])
     return ConfidenceModel(center, scale, model.coef_[0], float(model.intercept_[0]),
-                           iso.X_thresholds_, iso.y_thresholds_)
+                           knots_x, knots_y)
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -246,7 +272,7 @@ def run_confidence(args) -> dict:
         if not rows or not train:
             continue
         model = fit_model(np.stack([r["x"] for r in train]), np.array([r["f1"] for r in train]),
-                          [group_of[r["key"]] for r in train], args.seed)
+                          [group_of[r["key"]] for r in train], args.seed, args.calibration)
         for r, c in zip(rows, model.predict(np.stack([r["x"] for r in rows]))):
             r["confidence"] = float(c)
     scored = [r for r in everything if "confidence" in r]
@@ -273,8 +299,10 @@ def run_confidence(args) -> dict:
             shutil.copytree(source, out, dirs_exist_ok=True)
         model = fit_model(np.stack([r["x"] for r in everything]),
                           np.array([r["f1"] for r in everything]),
-                          [group_of[r["key"]] for r in everything], args.seed)
+                          [group_of[r["key"]] for r in everything], args.seed,
+                          args.calibration)
         model.info = json.dumps({"pages": len(everything), "datasets": eval_names,
+                                 "calibration": args.calibration,
                                  "folds": args.folds, "cv_dir": str(cv_dir),
                                  "oof_spearman": round(result["out_of_fold"]["spearman"], 4),
                                  "oof_brier": round(result["out_of_fold"]["brier"], 5)})
@@ -285,7 +313,7 @@ def run_confidence(args) -> dict:
                            "knots": len(model.knots_x)}
     result["settings"] = {k: getattr(args, k) for k in (
         "folds", "only_folds", "eval_datasets", "train_datasets", "limit", "rescorer_trees",
-        "seed")}
+        "calibration", "seed")}
     return result
 
 
