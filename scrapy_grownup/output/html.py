@@ -20,14 +20,13 @@ import html as html_lib
 import re
 from typing import NamedTuple
 
-import numpy as np
-
 from scrapy_grownup.output.assembly import pre_text
 from scrapy_grownup.output.markdown import _BLOCK, _FLOW, _LANGUAGE, _LINE, _Renderer, _attr_int
 from scrapy_grownup.page.dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.urls import join_url
 from scrapy_grownup.page.xmlsafe import xml_safe
+from scrapy_grownup.output.images import render_inputs
 
 __all__ = ["to_html"]
 
@@ -60,20 +59,8 @@ def to_html(page: PageStructure, keep_node_mask, base_url: str | None = None,
     """HTML of the runs whose owner node is kept, with the content images (computed here
     unless given); links resolve against ``base_url`` (default: ``<base href>``, else the page
     URL). ``""`` where nothing is kept."""
-    keep = np.asarray(keep_node_mask, dtype=bool)
-    if keep.shape != (page.num_nodes,):
-        raise ValueError(f"keep_node_mask has shape {keep.shape}, expected ({page.num_nodes},)")
-    if not page.seg_text or not keep[page.seg_owner].any():
-        return ""
-    if base_url is None:
-        from scrapy_grownup.output.metadata import base_url as page_base
-
-        base_url = page_base(page)
-    if images is None:
-        from scrapy_grownup.output.images import content_images
-
-        images = content_images(page, keep, base_url)
-    return _HtmlRenderer(page, keep, base_url, images).render()
+    inputs = render_inputs(page, keep_node_mask, base_url, images)
+    return _HtmlRenderer(page, *inputs).render() if inputs is not None else ""
 
 
 def _escape(text: str) -> str:

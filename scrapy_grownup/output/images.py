@@ -262,3 +262,22 @@ def image_list(images: dict[int, ContentImage]) -> list[dict]:
             seen.add(image.url)
             out.append({"url": image.url, "alt": image.alt})
     return out
+
+
+def render_inputs(page, keep_node_mask, base_url: str | None = None,
+                  images: dict | None = None):
+    """What the Markdown and HTML renderers start from: ``(keep, base_url, images)`` with the
+    defaults filled in (``<base href>`` else the page URL; the content images), or ``None``
+    where no text run is kept. ``ValueError`` for a mask of the wrong shape."""
+    keep = np.asarray(keep_node_mask, dtype=bool)
+    if keep.shape != (page.num_nodes,):
+        raise ValueError(f"keep_node_mask has shape {keep.shape}, expected ({page.num_nodes},)")
+    if not page.seg_text or not keep[page.seg_owner].any():
+        return None
+    if base_url is None:
+        from scrapy_grownup.output.metadata import base_url as page_base
+
+        base_url = page_base(page)
+    if images is None:
+        images = content_images(page, keep, base_url)
+    return keep, base_url, images

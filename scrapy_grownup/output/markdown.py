@@ -22,6 +22,7 @@ from scrapy_grownup.page.dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.urls import join_url
 from scrapy_grownup.page.xmlsafe import xml_safe
+from scrapy_grownup.output.images import render_inputs
 
 __all__ = ["to_markdown"]
 
@@ -62,20 +63,8 @@ def to_markdown(page: PageStructure, keep_node_mask, base_url: str | None = None
     """Markdown of the runs whose owner node is kept, with the content images
     (``images.content_images``, computed here unless given) as ``![alt](url)``; links resolve
     against ``base_url`` (default: ``<base href>``, else the page URL)."""
-    keep = np.asarray(keep_node_mask, dtype=bool)
-    if keep.shape != (page.num_nodes,):
-        raise ValueError(f"keep_node_mask has shape {keep.shape}, expected ({page.num_nodes},)")
-    if not page.seg_text or not keep[page.seg_owner].any():
-        return ""
-    if base_url is None:
-        from scrapy_grownup.output.metadata import base_url as page_base
-
-        base_url = page_base(page)
-    if images is None:
-        from scrapy_grownup.output.images import content_images
-
-        images = content_images(page, keep, base_url)
-    return _Renderer(page, keep, base_url, images).render()
+    inputs = render_inputs(page, keep_node_mask, base_url, images)
+    return _Renderer(page, *inputs).render() if inputs is not None else ""
 
 
 class _Renderer:
