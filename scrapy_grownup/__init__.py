@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_grownup.errors import (ArticleError, DeviceError, EmptyPageError, GrownupError,
                                    ModelError, ModelLoadError, NotHTMLError, OptionError,
-                                   ParseError, SettingsError)
+                                   PageTimeoutError, ParseError, RequestMetaError,
+                                   SettingsError, WorkerCrashedError)
 from scrapy_grownup.page.limits import PageLimits
 
 __version__ = "0.1.0"
@@ -35,6 +36,9 @@ __all__ = [
     "OptionError",
     "DeviceError",
     "SettingsError",
+    "PageTimeoutError",
+    "WorkerCrashedError",
+    "RequestMetaError",
     "__version__",
 ]
 

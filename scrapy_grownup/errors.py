@@ -42,6 +42,19 @@ class DeviceError(GrownupError):
     """The device asked for (``cuda``, ``cuda:1``, ``mps``...) is not there on this machine."""
 
 
+class WorkerCrashedError(GrownupError):
+    """A worker process died twice while working on this page."""
+
+
+class PageTimeoutError(GrownupError):
+    """This page took longer than its time budget (``GROWNUP_PAGE_TIMEOUT``): its parsing and
+    its article, in a page worker or in the model's process."""
+
+
+class RequestMetaError(GrownupError):
+    """``request.meta["grownup"]`` holds a key or value the add-on does not take."""
+
+
 class ModelError(GrownupError):
     """The model failed on this page (the message names the original error)."""
 

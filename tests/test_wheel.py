@@ -105,6 +105,7 @@ def test_wheel_holds_every_runtime_asset_and_nothing_from_tests(installed):
             assert f"scrapy_grownup/assets/models/{model}/{file}" in names
     for file in ("config.json", "embeddings.safetensors", "tokenizer.json"):
         assert f"scrapy_grownup/assets/static-minilm/{file}" in names
+    assert "scrapy_grownup/py.typed" in names  # type checkers read the package's hints
     assert not [n for n in names if n.startswith(("tests/", "example_project/", "benchmarks/"))
                 or "__pycache__" in n or n.endswith(".pyc")]
     assert {n.split("/")[0] for n in names} == {"scrapy_grownup",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.errors import RequestMetaError
 
 META_KEY = "grownup"
 # key -> the GROWNUP_* setting whose check its value goes through (None: checked here)
@@ -42,10 +42,6 @@ EXTRACTION_OPTIONS = ("threshold", "refine")
 SETTINGS_OPTIONS = ("output_format", "page_types", "min_text_length", "min_confidence")
 
 __all__ = ["META_KEY", "OPTIONS", "RequestMetaError", "RequestOptions", "request_options"]
-
-
-class RequestMetaError(GrownupError):
-    """``request.meta["grownup"]`` holds a key or value the add-on does not take."""
 
 
 @dataclass(frozen=True)

@@ -30,20 +30,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
 from scrapy_grownup.page.dom import PageStructure, parse_page
-from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.errors import PageTimeoutError, WorkerCrashedError  # noqa: F401 - also imported from here
 from scrapy_grownup.page.limits import PageLimits
 
 logger = logging.getLogger(__name__)
-
-
-class WorkerCrashedError(GrownupError):
-    """A worker process died twice while working on this page."""
-
-
-class PageTimeoutError(GrownupError):
-    """This page took longer than its time budget (``GROWNUP_PAGE_TIMEOUT``): its parsing in
-    a featurization worker, or parsing and then its article (metadata, text, Markdown) in the
-    model's process."""
 
 
 class _BudgetExceeded(BaseException):
