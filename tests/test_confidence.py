@@ -13,9 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_grownup.decisions.confidence import (CONFIDENCE_FEATURE_NAMES, CONFIDENCE_FILE,
-                                                 ConfidenceModel, confidence_features,
-                                                 load_confidence)
+from scrapy_grownup.decisions.confidence import (
+    CONFIDENCE_FEATURE_NAMES,
+    CONFIDENCE_FILE,
+    ConfidenceModel,
+    confidence_features,
+    load_confidence,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "scrapy_grownup" / "assets" / "models"

@@ -24,8 +24,15 @@ import numpy as np
 
 from scrapy_grownup.page.dom import PageStructure
 
-__all__ = ["CONFIDENCE_FILE", "CONFIDENCE_VERSION", "CONFIDENCE_FEATURE_NAMES",
-           "TEXT_SOURCE_NAMES", "ConfidenceModel", "confidence_features", "load_confidence"]
+__all__ = [
+    "CONFIDENCE_FEATURE_NAMES",
+    "CONFIDENCE_FILE",
+    "CONFIDENCE_VERSION",
+    "TEXT_SOURCE_NAMES",
+    "ConfidenceModel",
+    "confidence_features",
+    "load_confidence",
+]
 
 CONFIDENCE_FILE = "confidence.npz"
 CONFIDENCE_VERSION = "1"
@@ -156,7 +163,7 @@ class ConfidenceModel:
                  knots_x=self.knots_x, knots_y=self.knots_y, info=np.array(self.info))
 
     @classmethod
-    def load(cls, path: str | Path) -> "ConfidenceModel":
+    def load(cls, path: str | Path) -> ConfidenceModel:
         """Raises ``ValueError`` when the file was made for other features."""
         with np.load(path, allow_pickle=False) as f:
             version = str(f["version"])

@@ -30,8 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scrapy_grownup.decisions.confidence import (CONFIDENCE_FEATURE_NAMES, CONFIDENCE_FILE,
-                                                 ConfidenceModel, confidence_features)
+from scrapy_grownup.decisions.confidence import (
+    CONFIDENCE_FEATURE_NAMES,
+    CONFIDENCE_FILE,
+    ConfidenceModel,
+    confidence_features,
+)
 from scrapy_grownup.errors import GrownupError
 from scrapy_grownup.evaluation.metrics import bag_of_words_scores
 from scrapy_grownup.training.command import add_run_arguments, fold_list, report, standalone
@@ -209,7 +213,7 @@ def calibration(pred: np.ndarray, f1: np.ndarray, bins: int = 10) -> dict:
     deciles = []
     for k, idx in enumerate(np.array_split(order, bins)):
         if len(idx):
-            deciles.append({"decile": k + 1, "pages": int(len(idx)),
+            deciles.append({"decile": k + 1, "pages": len(idx),
                             "min": float(pred[idx].min()), "max": float(pred[idx].max()),
                             "predicted": float(pred[idx].mean()),
                             "measured": float(f1[idx].mean())})
