@@ -95,43 +95,30 @@ class Article:
         return state
 
 
-def _get_markdown(self: Article) -> str:
-    value = self.__dict__.get("_markdown")
-    if value is None:
-        build = self.__dict__.get("_markdown_build")
-        value = build() if build is not None else ""  # a failure raises again on each read
-        self.__dict__["_markdown"] = value
-        self.__dict__.pop("_markdown_build", None)
-    return value
+def _deferred_property(name: str, doc: str) -> property:
+    """A property over the dataclass field ``name`` whose value may be built on first read
+    (``defer_markdown`` / ``defer_html`` store the builder under ``_{name}_build``)."""
+    value_key, build_key = f"_{name}", f"_{name}_build"
+
+    def get(self: Article) -> str:
+        value = self.__dict__.get(value_key)
+        if value is None:
+            build = self.__dict__.get(build_key)
+            value = build() if build is not None else ""  # a failure raises again on each read
+            self.__dict__[value_key] = value
+            self.__dict__.pop(build_key, None)
+        return value
+
+    def set_(self: Article, value: str) -> None:
+        self.__dict__.pop(build_key, None)
+        self.__dict__[value_key] = value
+
+    return property(get, set_, doc=doc)
 
 
-def _set_markdown(self: Article, value: str) -> None:
-    self.__dict__.pop("_markdown_build", None)
-    self.__dict__["_markdown"] = value
-
-
-# A property over the dataclass field: ``__init__``, ``asdict``, ``repr``, ``==`` and
-# ``dataclasses.replace`` go through it, so a deferred value is built when any of them needs it.
-Article.markdown = property(  # type: ignore[assignment]
-    _get_markdown, _set_markdown,
-    doc="The same content as markdown (headings, lists, tables, links).")
-
-
-def _get_html(self: Article) -> str:
-    value = self.__dict__.get("_html")
-    if value is None:
-        build = self.__dict__.get("_html_build")
-        value = build() if build is not None else ""  # a failure raises again on each read
-        self.__dict__["_html"] = value
-        self.__dict__.pop("_html_build", None)
-    return value
-
-
-def _set_html(self: Article, value: str) -> None:
-    self.__dict__.pop("_html_build", None)
-    self.__dict__["_html"] = value
-
-
-Article.html = property(  # type: ignore[assignment]
-    _get_html, _set_html,
-    doc="The same content as clean HTML (paragraphs, headings, lists, tables, figures, links).")
+# Properties over the dataclass fields: ``__init__``, ``asdict``, ``repr``, ``==`` and
+# ``dataclasses.replace`` go through them, so a deferred value is built when any of them needs it.
+Article.markdown = _deferred_property(  # type: ignore[assignment]
+    "markdown", "The same content as markdown (headings, lists, tables, links).")
+Article.html = _deferred_property(  # type: ignore[assignment]
+    "html", "The same content as clean HTML (paragraphs, headings, lists, tables, figures, links).")
