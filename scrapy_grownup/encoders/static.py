@@ -54,6 +54,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 class StaticEncoder(TextEncoder):
     """Mean of distilled word-piece vectors, L2-normalised (256-d for the shipped assets).
 
@@ -212,18 +217,20 @@ def _load_assets(path: Path, verify: bool = True) -> tuple[dict[str, Any], Any, 
         )
 
     tokenizer_bytes = files[TOKENIZER_FILE].read_bytes()
-    embeddings_bytes = files[EMBEDDINGS_FILE].read_bytes()
+    # the embeddings are hashed streaming and read through a memory map: the file's bytes are
+    # never held besides the float32 table (peak memory of a one-page run)
+    digests = {"tokenizer_sha256": _sha256(tokenizer_bytes),
+               "embeddings_sha256": _file_sha256(files[EMBEDDINGS_FILE])} \
+        if verify or not config.get("embeddings_sha256") else {}
     if verify:
-        for label, data, key in (
-            (TOKENIZER_FILE, tokenizer_bytes, "tokenizer_sha256"),
-            (EMBEDDINGS_FILE, embeddings_bytes, "embeddings_sha256"),
-        ):
-            if config.get(key) and _sha256(data) != config[key]:
+        for label, key in ((TOKENIZER_FILE, "tokenizer_sha256"),
+                           (EMBEDDINGS_FILE, "embeddings_sha256")):
+            if config.get(key) and digests[key] != config[key]:
                 raise ModelLoadError(
                     f"{path / label} is corrupt: sha256 does not match {CONFIG_FILE}"
                 )
     if not config.get("embeddings_sha256"):
-        config["embeddings_sha256"] = _sha256(embeddings_bytes)
+        config["embeddings_sha256"] = digests["embeddings_sha256"]
 
     try:
         from tokenizers import Tokenizer
@@ -235,13 +242,15 @@ def _load_assets(path: Path, verify: bool = True) -> tuple[dict[str, Any], Any, 
     tokenizer.no_truncation()
 
     try:
-        from safetensors.numpy import load as load_safetensors
+        from safetensors import safe_open
 
-        tensors = load_safetensors(embeddings_bytes)
-        vectors = np.asarray(tensors[EMBEDDINGS_KEY], dtype=np.float32)
+        with safe_open(str(files[EMBEDDINGS_FILE]), framework="numpy") as tensors:
+            stored = tensors.get_tensor(EMBEDDINGS_KEY)
+        vectors = np.asarray(stored, dtype=np.float32)
+        del stored
     except Exception as exc:
         raise ModelLoadError(f"cannot load {files[EMBEDDINGS_FILE]}: {exc}") from exc
-    if vectors.ndim != 2 or not np.isfinite(vectors).all():
+    if vectors.ndim != 2 or not (np.isfinite(vectors.max()) and np.isfinite(vectors.min())):
         raise ModelLoadError(f"{files[EMBEDDINGS_FILE]} does not hold a finite 2-d matrix")
     if int(config.get("dim", vectors.shape[1])) != vectors.shape[1]:
         raise ModelLoadError(
