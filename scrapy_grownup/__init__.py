@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy_grownup.errors import (ArticleError, DeviceError, EmptyPageError, GrownupError,
-                                   ModelError, ModelLoadError, NotHTMLError, OptionError,
-                                   PageTimeoutError, ParseError, RequestMetaError,
-                                   SettingsError, WorkerCrashedError)
+from scrapy_grownup.errors import (ArticleError, CorpusConfigError, DatasetNotAvailable,
+                                   DeviceError, EmptyPageError, GrownupError, ModelError,
+                                   ModelLoadError, NotHTMLError, OptionError, PageTimeoutError,
+                                   ParseError, RequestMetaError, SettingsError,
+                                   WorkerCrashedError)
 from scrapy_grownup.page.limits import PageLimits
 
 __version__ = "0.1.0"
@@ -39,6 +40,8 @@ __all__ = [
     "PageTimeoutError",
     "WorkerCrashedError",
     "RequestMetaError",
+    "DatasetNotAvailable",
+    "CorpusConfigError",
     "__version__",
 ]
 

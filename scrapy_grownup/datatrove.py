@@ -60,21 +60,36 @@ _EXTRACTORS: dict[tuple, Any] = {}
 
 
 class GrownupExtractor(BaseExtractor):
-    """HTML documents -> their articles (see the module's doc).
+    """A datatrove step that turns HTML documents into their articles, where datatrove's
+    ``Trafilatura`` step would run.
+
+    ``Document.text`` (the page's HTML, its URL in ``metadata["url"]``) becomes the article's
+    text or Markdown and the article's other fields go into ``Document.metadata``; a page
+    without an article is dropped and counted as ``dropped_<reason>``. Each task loads the
+    model once, in its own process, and extracts pages in batches, so the model's cost is
+    shared by many pages (see the module's doc).
 
     Args:
-        model: shipped model name (``auto``, ``fast``, ``default``, ``minilm``) or directory.
-        device: ``cpu``, ``cuda`` or ``cuda:N`` (default: CUDA when available).
-        threshold, refine, precision, rescore: as ``grownup extract``'s ``--threshold``,
-            ``--refine``, ``--precision``, ``--no-rescorer`` (``rescore=False``).
-        threads: torch threads of each task's model (default 1: one task per core).
+        model: a shipped model's name (``auto``, ``fast``, ``default``, ``minilm``) or a model
+            directory.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; ``None``: CUDA when available.
+        threshold: as ``grownup extract --threshold`` (``None``: each page's own cut-off).
+        refine: as ``grownup extract --refine``.
+        precision: as ``grownup extract --precision`` (the same as ``refine``).
+        rescore: ``False`` as ``grownup extract --no-rescorer``; ``None``: the model's own.
+        threads: torch threads of each task's model (one suits one task per core).
         batch_size: pages sent to the model at a time.
         output_format: ``text`` (``Document.text`` is the article's text) or ``markdown``.
         comments: append the readers' comments to the text, as ``grownup extract
             --comments`` (they are always in ``metadata["comments"]``).
-        timeout: kept for ``BaseExtractor``'s interface; unused: pages are bounded by the
+        timeout: kept for ``BaseExtractor``'s interface, unused: pages are bounded by the
             extractor's page limits (bytes, nodes, depth) instead, and extracted in this
             process, in batches, rather than one by one in a sandbox process.
+
+    Raises:
+        ValueError: ``output_format`` is neither ``text`` nor ``markdown``, or ``batch_size``
+            is below 1. A model that cannot load raises ``ModelLoadError`` when the first page
+            arrives.
     """
 
     name = "🌱 GROWN+UP"
@@ -136,6 +151,16 @@ class GrownupExtractor(BaseExtractor):
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1
             ) -> DocumentsPipeline:
+        """Extract the articles of ``data``'s documents, in batches of ``batch_size``.
+
+        Args:
+            data: the documents from the previous step.
+            rank: this task's number (datatrove's).
+            world_size: how many tasks run (datatrove's).
+
+        Returns:
+            The documents that have an article, text and metadata replaced, in order.
+        """
         batch: list[Document] = []
         for doc in data or ():
             self.stat_update(StatHints.total)
@@ -243,8 +268,17 @@ class GrownupWarcReader(BaseDiskReader):
     ``warc_offset``, ``record_type`` and ``file_path``. Records that are no HTML page are
     counted as ``skipped_<reason>`` (the reader's reasons); files whose first bytes are no
     archive and whose names are not an archive's as ``skipped_not_an_archive``.
-    ``max_bytes`` caps a page's body as the extractor's page limits do. Other arguments:
-    datatrove's ``BaseDiskReader``.
+    Reading with the same reader as ``grownup extract`` means
+    ``GrownupWarcReader -> GrownupExtractor`` gives, record for record, what
+    ``grownup extract ARCHIVES`` gives.
+
+    Args:
+        data_folder (DataFolderLike): the archives' folder (local, S3, HF...), as datatrove's
+            readers take it.
+        max_bytes: caps a page's body as the extractor's page limits do.
+        record_types: the WARC record types that can be pages.
+        **kwargs (Any): the other arguments of datatrove's ``BaseDiskReader`` (``paths_file``,
+            ``limit``, ``skip``, ``glob_pattern``...).
     """
 
     name = "🕷 GROWN+UP WARC"

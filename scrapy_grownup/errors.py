@@ -68,6 +68,24 @@ class ArticleError(GrownupError):
     the message names the original error)."""
 
 
+class DatasetNotAvailable(GrownupError, FileNotFoundError):
+    """A training or evaluation dataset is neither unpacked nor there as an archive; the message
+    says where it was looked for (``GROWNUP_DATA_DIR``). Also a ``FileNotFoundError``."""
+
+
+class CorpusConfigError(GrownupError, ValueError):
+    """A WARC corpus directory was written with other settings (encoder, shard size...): its
+    finished shards cannot be reused, so the run refuses to write there. Also a
+    ``ValueError``."""
+
+
+class UserError(Exception):
+    """A mistake in a ``grownup`` command line or its files: one line on stderr, exit status 2.
+
+    Not a ``GrownupError``: a command's per-page ``except GrownupError`` must not take it for
+    one bad page."""
+
+
 @contextmanager
 def own_error(kind: type[GrownupError]):
     """Let ``GrownupError`` through; turn any other exception into ``kind`` (chained), its

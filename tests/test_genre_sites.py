@@ -20,6 +20,19 @@ PRODUCT = b"""<html><head><title>Blue kettle</title>
     for i in range(6)) + b"</ul></body></html>"
 
 
+def test_scores_with_confusion_adds_recall_and_the_confusion_to_genre_scores():
+    from scrapy_grownup.training.genre import GENRES, scores
+    from scrapy_grownup.training.genre_sites import scores_with_confusion
+
+    gold, pred = np.array([0, 0, 1, 2, 2]), np.array([0, 1, 1, 2, 0])
+    base, full = scores(gold, pred), scores_with_confusion(gold, pred)
+    assert list(full) == ["accuracy", "macro_f1", "per_type_f1", "per_type_recall", "confusion"]
+    assert (full["accuracy"], full["macro_f1"]) == (base["accuracy"], base["macro_f1"])
+    assert full["per_type_f1"] == base["per_class_f1"]
+    assert full["per_type_recall"][GENRES[0]] == 0.5 and full["per_type_recall"][GENRES[1]] == 1
+    assert full["confusion"][0][:3] == [1, 1, 0] and len(full["confusion"]) == len(GENRES)
+
+
 def test_page_signals_read_url_schema_dom_and_attributes():
     assert SIGNAL_DIM == sum(SIGNAL_GROUPS.values())
     assert url_tokens("https://shop.test/products/blue-kettle-2?x=1") == [

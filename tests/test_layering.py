@@ -6,6 +6,8 @@
   ``output``, ``crawl`` and the root modules) never imports the training side (``data``,
   ``training``, ``pretraining``, ``evaluation``). The ``grownup`` command line wires the training
   commands and ``warc`` builds the pre-training corpus: both may.
+- Every exception class is defined in ``errors.py`` (the other modules re-import theirs), so a
+  caller finds in one place what it can catch.
 """
 
 from __future__ import annotations
@@ -142,3 +144,24 @@ def test_the_package_root_holds_a_few_modules():
     """The pipeline lives in its folders; the root keeps the public entry points."""
     root = sorted(p.name for p in ROOT.glob("*.py"))
     assert len(root) <= 12, root
+
+
+def test_exception_classes_are_defined_in_errors_only():
+    import builtins
+
+    from scrapy_grownup import errors
+
+    kinds = {name for name, value in [*vars(builtins).items(), *vars(errors).items()]
+             if isinstance(value, type) and issubclass(value, BaseException)}
+    offenders = []
+    for name, path in module_names().items():
+        if name == "scrapy_grownup.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue  # a private signal (``workers._BudgetExceeded``) is no error type
+            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                     for b in node.bases}
+            if bases & kinds or any(b.endswith(("Error", "Exception")) for b in bases):
+                offenders.append(f"{name}.{node.name}")
+    assert not offenders, offenders

@@ -79,6 +79,20 @@ def test_every_error_class_is_exported_at_the_top_level():
     assert all(getattr(scrapy_grownup, name) is getattr(errors, name) for name in classes)
 
 
+def test_errors_moved_to_errors_py_import_from_their_old_places_too():
+    from scrapy_grownup import errors
+    from scrapy_grownup.cli import main
+    from scrapy_grownup.data import datasets
+    from scrapy_grownup.warc import manifest
+
+    assert datasets.DatasetNotAvailable is errors.DatasetNotAvailable
+    assert manifest.CorpusConfigError is errors.CorpusConfigError
+    assert main.UserError is errors.UserError
+    assert issubclass(errors.DatasetNotAvailable, FileNotFoundError)
+    assert issubclass(errors.CorpusConfigError, ValueError)
+    assert not issubclass(errors.UserError, GrownupError)  # a command's error, not a page's
+
+
 def test_the_article_repr_is_one_short_line(extractor):
     article = extractor.extract(LONG, url="https://harbour.example.com/x")
     assert len(article.text) > 500

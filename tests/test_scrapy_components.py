@@ -57,6 +57,18 @@ def test_addon_adds_the_warc_archive_only_when_asked(tmp_path):
         WARC_ARCHIVE_PRIORITY
 
 
+def test_addon_checks_the_archive_settings_at_start(tmp_path):
+    """The archive middleware's settings are checked with the others, before the crawl starts:
+    a junk boolean was read by Scrapy's getbool only when the middleware was built."""
+    with pytest.raises(SettingsError, match="^GROWNUP_WARC_OUTPUT_REQUESTS = 'perhaps': not a "
+                                            "boolean"):
+        Addon().update_settings(Settings({"GROWNUP_WARC_OUTPUT": str(tmp_path),
+                                          "GROWNUP_WARC_OUTPUT_REQUESTS": "perhaps"}))
+    with pytest.raises(SettingsError, match="GROWNUP_WARC_OUTPUT_MAX_BYTES"):
+        Addon().update_settings(Settings({"GROWNUP_WARC_OUTPUT": str(tmp_path),
+                                          "GROWNUP_WARC_OUTPUT_MAX_BYTES": "1GB"}))
+
+
 def test_addon_skips_itself_when_disabled():
     with pytest.raises(NotConfigured):
         Addon().update_settings(Settings({"GROWNUP_ENABLED": False}))
@@ -489,6 +501,14 @@ class AttrsItem:
 class ScrapyItem(scrapy.Item):
     title = scrapy.Field()
     text = scrapy.Field()
+
+
+def test_article_item_declares_the_article_fields_in_order():
+    """``ArticleItem`` lists its fields by hand (a class statement, so the docs can read it):
+    they must stay the fields the add-on fills, in the feed's order."""
+    assert list(ArticleItem.fields) == article_fields()
+    item = ArticleItem(title="T", text="x" * 1000)
+    assert repr(item).startswith("ArticleItem(") and len(repr(item)) < 400
 
 
 @pytest.mark.parametrize("make", [dict, DataclassItem, AttrsItem, ScrapyItem, ArticleItem])

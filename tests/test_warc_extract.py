@@ -17,6 +17,7 @@ import pytest
 from scrapy_grownup.cli.main import main
 from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
+from tests.warc_support import HOSTILE, damaged_copies, hostile_paths
 
 PAGES = 20
 
@@ -123,11 +124,7 @@ def test_archives_are_known_by_content_not_name(tmp_path, pages, capsys):
 def test_broken_archives_among_good_ones_are_counted_skips(tmp_path, pages, fixtures, capsys):
     inputs = tmp_path / "in"
     good = _crawl(inputs, pages[:8], name="a-good.warc.gz")
-    data = good.read_bytes()
-    (inputs / "b-cut.warc.gz").write_bytes(data[: len(data) // 2])  # truncated mid-record
-    garbled = bytearray(data)
-    garbled[len(data) // 3: len(data) // 3 + 300] = b"\x00" * 300
-    (inputs / "c-garbled.warc.gz").write_bytes(bytes(garbled))
+    damaged_copies(good, inputs)  # b-cut.warc.gz, truncated mid-record; c-garbled.warc.gz
     for name in ("resiliparse_testdata/clipped.warc.gz", "warcio_testdata/example-trunc.warc",
                  "warcio_testdata/example-wrong-chunks.warc.gz", "warcio_testdata/bad.arc",
                  "warcio_testdata/example-bad-non-chunked.warc.gz"):
@@ -158,24 +155,15 @@ def test_every_path_given_is_input_or_a_counted_skip(tmp_path, pages, caplog, ca
     dangling links are counted, logged skips, named or met in a directory."""
     inputs = tmp_path / "in"
     _crawl(inputs, pages[:2], name="good.warc.gz")
-    (inputs / "zero.warc.gz").write_bytes(b"")
-    (inputs / "dir.warc.gz").mkdir()
-    (inputs / "dangling.warc").symlink_to(tmp_path / "gone.warc")
-    (inputs / "loop.warc.gz").symlink_to(inputs / "loop.warc.gz")
-    (inputs / "sub").mkdir()
-    (inputs / "sub" / "back").symlink_to(inputs)  # a directory inside itself
-    os.mkfifo(inputs / "pipe.warc")
+    expected = hostile_paths(inputs)
     caplog.set_level(logging.WARNING)
     code, lines, summary = _run(capsys, str(inputs), "--model", "fast", "--jobs", "1",
                                 "-o", str(tmp_path / "o.jsonl"))
     assert code == 0 and len(lines) == 2
-    skipped = summary["skipped"]
-    assert skipped["empty_file"] == 1 and skipped["empty_directory"] == 1
-    assert skipped["dangling_link"] == 1 and skipped["not_a_file"] == 1
-    assert skipped["link_loop"] == 2  # the looping link and the directory linked inside itself
+    # link_loop twice: the looping link and the directory linked inside itself
+    assert {reason: summary["skipped"].get(reason) for reason in expected} == expected
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    for name in ("zero.warc.gz", "dir.warc.gz", "dangling.warc", "loop.warc.gz", "back",
-                 "pipe.warc"):
+    for name in HOSTILE:
         assert name in logged, name
     # each named alone (next to a good archive): the same reasons
     for name, reason in (("zero.warc.gz", "empty_file"), ("dir.warc.gz", "empty_directory"),
@@ -197,10 +185,7 @@ def test_the_corpus_counts_the_same_path_skips(tmp_path, pages):
 
     inputs = tmp_path / "in"
     _crawl(inputs, pages[:2], name="good.warc.gz")
-    (inputs / "zero.warc.gz").write_bytes(b"")
-    (inputs / "dir.warc.gz").mkdir()
-    (inputs / "dangling.warc").symlink_to(tmp_path / "gone.warc")
-    (inputs / "loop.arc").symlink_to(inputs / "loop.arc")
+    expected = hostile_paths(inputs, fifo=False)
     writer = CorpusWriter(tmp_path / "corpus", dataclasses.replace(
         WarcSettings.from_settings(None), workers=0, shard_pages=4))
 
@@ -218,9 +203,8 @@ def test_the_corpus_counts_the_same_path_skips(tmp_path, pages):
         writer.close()
     totals = writer.totals
     assert totals["pages"] == 2
-    for reason in ("empty_file", "empty_directory", "dangling_link", "link_loop",
-                   "missing_path"):
-        assert totals[f"skipped/{reason}"] == 1, (reason, totals)
+    for reason, count in (expected + Counter({"missing_path": 1})).items():
+        assert totals[f"skipped/{reason}"] == count, (reason, totals)
 
 
 # -- processes, streaming, progress ------------------------------------------------------------

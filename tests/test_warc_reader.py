@@ -14,6 +14,7 @@ from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source, expand, source_for, split_specs
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
+from tests.warc_support import HOSTILE, PAGE, hostile_paths, response_record
 
 
 @pytest.fixture(scope="module")
@@ -252,24 +253,13 @@ def test_content_encoded_bodies_are_decoded(tmp_path, pages):
 
 
 # -- hostile archives and paths (issue 15) -------------------------------------------------------
-def _response_record(url: str, body: bytes, length: bytes | None = None) -> bytes:
-    payload = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
-    declared = length if length is not None else str(len(payload)).encode()
-    return (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + url.encode() +
-            b"\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: " +
-            declared + b"\r\n\r\n" + payload + b"\r\n\r\n")
-
-
-PAGE = b"<html><body><p>A page of a story, long enough to read.</p></body></html>"
-
-
 @pytest.mark.parametrize("length", [b"-5", b"junk", b"-100000"])
 def test_whole_file_gzip_with_a_junk_content_length_is_damage(tmp_path, length):
     # warcio gives a negative offset for such a record; seeking to it raised OSError (Errno 22)
     # out of the reader, which ended the whole WARC run after this file.
     path = tmp_path / "junk.warc.gz"
-    path.write_bytes(gzip.compress(_response_record("http://a.example/1", PAGE, length) +
-                                   _response_record("http://a.example/2", PAGE)))
+    path.write_bytes(gzip.compress(response_record("http://a.example/1", PAGE, length) +
+                                   response_record("http://a.example/2", PAGE)))
     counts, reader, _ = read(path)  # must not raise
     assert counts["corrupt"] == 1 and reader.errors and reader.failed is None
 
@@ -279,8 +269,8 @@ def test_whole_file_gzip_keeps_the_good_records_after_a_bad_length(tmp_path, len
     """Issue 55, finding 3: the good records after a first record with a negative (or junk)
     Content-Length were lost when the file was gzipped whole, and kept when it was not. Both
     now give the same pages and the same skips."""
-    data = _response_record("http://a.example/1", PAGE, length) + b"".join(
-        _response_record(f"http://a.example/{i}", PAGE) for i in range(2, 6))
+    data = response_record("http://a.example/1", PAGE, length) + b"".join(
+        response_record(f"http://a.example/{i}", PAGE) for i in range(2, 6))
     plain, whole = tmp_path / "plain.warc", tmp_path / "whole.warc.gz"
     plain.write_bytes(data)
     whole.write_bytes(gzip.compress(data))
@@ -290,7 +280,7 @@ def test_whole_file_gzip_keeps_the_good_records_after_a_bad_length(tmp_path, len
         [f"http://a.example/{i}" for i in range(2, 6)]
     assert whole_counts["corrupt"] == 1 and reader.errors and reader.failed is None
     # and with more bad records among the good ones
-    data = b"".join(_response_record(f"http://a.example/{i}", PAGE, b"-7" if i % 2 else None)
+    data = b"".join(response_record(f"http://a.example/{i}", PAGE, b"-7" if i % 2 else None)
                     for i in range(8))
     plain.write_bytes(data)
     whole.write_bytes(gzip.compress(data))
@@ -333,34 +323,26 @@ def test_archives_are_known_by_their_first_bytes(fixtures, tmp_path):
 
 
 def test_every_path_given_ends_as_an_archive_or_a_counted_skip(tmp_path):
-    """Issue 55: zero-byte archives, a directory named x.warc.gz, link loops and dangling
+    """Issue 55: zero-byte archives, a directory named dir.warc.gz, link loops and dangling
     links were passed over with no count and no warning."""
-    import os
-
     from scrapy_grownup.warc.sources import PATH_SKIP_REASONS, PathSkip, expand_inputs
 
     d = tmp_path / "d"
     good = write_warc(d / "good.warc.gz", [("http://a.example/1", PAGE, "text/html")])
-    (d / "zero.warc.gz").write_bytes(b"")  # an archive still: its reader says empty_file
-    (d / "x.warc.gz").mkdir()
-    (d / "dangling.warc").symlink_to(tmp_path / "gone.warc")
-    (d / "loop.warc.gz").symlink_to(d / "loop.warc.gz")
-    (d / "sub").mkdir()
-    (d / "sub" / "up").symlink_to(d)
+    hostile_paths(d)
     (d / "notes.txt").write_text("left out: not an archive, not named like one")
     (d / "crawl.dat").write_bytes(good.read_bytes())  # an archive by its content
-    os.mkfifo(d / "pipe.arc")
     found = expand_inputs([str(d)])
+    # zero.warc.gz is an archive still: its reader says empty_file
     assert [s.name for s in found.sources] == ["crawl.dat", "good.warc.gz", "zero.warc.gz"]
     reasons = sorted((Path(s.path).name, s.reason) for s in found.skipped)
-    assert reasons == [("dangling.warc", "dangling_link"), ("loop.warc.gz", "link_loop"),
-                       ("pipe.arc", "not_a_file"), ("up", "link_loop"),
-                       ("x.warc.gz", "empty_directory")]
+    assert reasons == sorted((name, reason) for name, reason in HOSTILE.items()
+                             if name != "zero.warc.gz")
     assert {s.reason for s in found.skipped} <= set(PATH_SKIP_REASONS)
     assert all(s.detail for s in found.skipped) and not found.missing
     # named one by one
-    for name, reason in (("x.warc.gz", "empty_directory"), ("dangling.warc", "dangling_link"),
-                         ("loop.warc.gz", "link_loop"), ("pipe.arc", "not_a_file")):
+    for name, reason in (("dir.warc.gz", "empty_directory"), ("dangling.warc", "dangling_link"),
+                         ("loop.warc.gz", "link_loop"), ("pipe.warc", "not_a_file")):
         named = expand_inputs([str(d / name)])
         assert [s.reason for s in named.skipped] == [reason] and not named.sources, name
     named = expand_inputs([str(tmp_path / "nothing.warc"), str(tmp_path / "none*.warc")])

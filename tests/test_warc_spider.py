@@ -18,6 +18,7 @@ from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
 from tests.crawl_support import child_env
+from tests.warc_support import response_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -278,6 +279,99 @@ def test_settings_and_their_readme_rows():
             WarcSettings.from_settings(bad)
 
 
+# Junk for every WARC setting: each is a SettingsError naming the setting and the value.
+WARC_INVALID = {
+    "GROWNUP_WARC_PATHS": [3, ["a.warc.gz", 1]],
+    "GROWNUP_WARC_CORPUS_DIR": [5, ["corpus/"]],
+    "GROWNUP_WARC_ENCODER": ["bert", 3],
+    "GROWNUP_WARC_SHARD_PAGES": [0, "many", 2.5],
+    "GROWNUP_WARC_RECORD_TYPES": ["", [], 3],
+    "GROWNUP_WARC_PAIR_PARTITION_PAGES": [0, "lots"],
+    "GROWNUP_WARC_FINALIZE": ["perhaps", 2],
+    "GROWNUP_WARC_ITEMS": ["sometimes", "2"],
+    "GROWNUP_WARC_LOG_EVERY": [-1, "often"],
+    "GROWNUP_WARC_REDIS_POLL": [0, "soon", "nan", True],
+    "GROWNUP_WARC_REDIS_IDLE_CLOSE": [-1, "later"],
+    "GROWNUP_WARC_REDIS_START_WAIT": [-5, "inf"],
+    "GROWNUP_WARC_OUTPUT": [3],
+    "GROWNUP_WARC_OUTPUT_MAX_BYTES": [0, "1GB"],
+    "GROWNUP_WARC_OUTPUT_PREFIX": ["", 7],
+    "GROWNUP_WARC_OUTPUT_REQUESTS": ["perhaps", "2"],
+}
+
+
+def test_every_warc_setting_has_a_check_and_bad_values_here():
+    from scrapy_grownup.warc.settings import WARC_CHECKS, WARC_DEFAULTS
+
+    assert set(WARC_CHECKS) == set(WARC_DEFAULTS) == set(WARC_INVALID)
+
+
+@pytest.mark.parametrize("name,value", [(n, v) for n, vs in WARC_INVALID.items() for v in vs])
+def test_a_bad_warc_setting_is_one_line_naming_it(name, value):
+    """Junk was read as False (``GROWNUP_WARC_FINALIZE = "perhaps"``: no manifest) or as a
+    traceback; now every ``GROWNUP_*`` setting goes through the crawl's checks."""
+    from scrapy_grownup.crawl.settings import check
+    from scrapy_grownup.errors import SettingsError
+
+    with pytest.raises(SettingsError) as info:
+        check({name: value}, name)
+    message = str(info.value)
+    assert message.startswith(f"{name} = {value!r}: ") and "; allowed: " in message
+    assert "\n" not in message
+    if name not in ("GROWNUP_WARC_OUTPUT", "GROWNUP_WARC_OUTPUT_MAX_BYTES",
+                    "GROWNUP_WARC_OUTPUT_PREFIX", "GROWNUP_WARC_OUTPUT_REQUESTS",
+                    "GROWNUP_WARC_PATHS", "GROWNUP_WARC_CORPUS_DIR"):  # the spider reads these
+        from scrapy_grownup.warc.settings import WarcSettings
+
+        with pytest.raises(SettingsError, match=f"^{name} = "):
+            WarcSettings.from_settings({name: value})
+
+
+@pytest.mark.parametrize("value,expected", [("yes", True), ("On", True), ("1", True),
+                                            (1, True), (True, True), ("no", False),
+                                            ("off", False), ("FALSE", False), (0, False)])
+def test_warc_and_crawl_booleans_read_alike(value, expected):
+    from scrapy_grownup.crawl.settings import GrownupSettings
+    from scrapy_grownup.warc.settings import WarcSettings
+
+    warc = WarcSettings.from_settings({"GROWNUP_WARC_FINALIZE": value,
+                                       "GROWNUP_WARC_ITEMS": value})
+    assert warc.finalize is expected and warc.items is expected
+    assert GrownupSettings.from_settings({"GROWNUP_AUTO_ITEMS": value}).auto_items is expected
+
+
+def test_an_empty_output_setting_leaves_the_archive_off():
+    from scrapy_grownup.crawl.settings import check
+
+    assert check({"GROWNUP_WARC_OUTPUT": ""}, "GROWNUP_WARC_OUTPUT") is None
+    assert check({}, "GROWNUP_WARC_OUTPUT_REQUESTS") is True  # the default, checked
+
+
+def test_grownup_warc_refuses_a_bad_setting_in_one_line(tmp_path, capsys):
+    from scrapy_grownup.cli.main import main
+
+    archive = write_warc(tmp_path / "a.warc.gz", [("http://a.example/", b"<p>x</p>",
+                                                   "text/html")])
+    code = main(["warc", str(archive), "--output", str(tmp_path / "corpus"), "--workers", "0",
+                 "-s", "GROWNUP_WARC_FINALIZE=perhaps"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [("grownup warc: error: GROWNUP_WARC_FINALIZE = 'perhaps': not "
+                                  "a boolean; allowed: True or False")]
+    assert not (tmp_path / "corpus").exists()
+
+
+@pytest.mark.slow
+def test_scrapy_crawl_grownup_warc_stops_on_a_bad_setting(tmp_path):
+    """As the add-on does for the crawl's settings: exit 1, one error line, no traceback."""
+    out = tmp_path / "corpus"
+    result = scrapy_crawl_warc(tmp_path, "-a", f"paths={tmp_path}", "-a", f"output={out}",
+                               "-s", "GROWNUP_WARC_ITEMS=sometimes")
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "GROWNUP_WARC_ITEMS = 'sometimes': not a boolean" in errors[0]
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
 def _story_pages(count: int) -> list[tuple[str, bytes, str]]:
     from example_project.news_site import article_page
 
@@ -296,10 +390,7 @@ def test_a_damaged_archive_is_one_skip_and_the_next_ones_are_read(tmp_path):
 
     inputs = tmp_path / "in"
     inputs.mkdir()
-    payload = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html><p>Lost page</p></html>"
-    record = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://bad.example/1\r\n"
-              b"Content-Type: application/http; msgtype=response\r\nContent-Length: -5\r\n\r\n"
-              + payload + b"\r\n\r\n")
+    record = response_record("http://bad.example/1", b"<html><p>Lost page</p></html>", b"-5")
     bad = inputs / "a-bad.warc.gz"
     bad.write_bytes(gz.compress(record * 3))
     good = write_warc(inputs / "b-good.warc.gz", _story_pages(6))

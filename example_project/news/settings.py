@@ -1,7 +1,7 @@
 """Settings of the example news crawl: Scrapy's defaults plus the scrapy_grownup add-on.
 
 The one line that matters is ``ADDONS``; the ``GROWNUP_*`` lines show the most used settings
-at their defaults (the README lists them all; a test checks these are the defaults).
+at their defaults (docs/settings.md lists them all; a test checks these are the defaults).
 """
 
 BOT_NAME = "news"

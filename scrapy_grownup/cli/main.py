@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from scrapy_grownup.cli.argtypes import probability
-from scrapy_grownup.errors import GrownupError
+from scrapy_grownup.errors import GrownupError, UserError
 
 logger = logging.getLogger("scrapy_grownup.cli.main")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
@@ -29,10 +29,6 @@ OUTPUT_FORMATS = ("json", "text", "markdown", "html", "csv")
 SKIP_REASONS = {"NotHTMLError": "not_html", "EmptyPageError": "empty_page",
                 "ParseError": "parse_error", "ModelError": "model_error",
                 "ArticleError": "article_error", "WorkerCrashedError": "worker_crashed"}
-
-
-class UserError(Exception):
-    """A mistake in the command line or its files: one line on stderr, exit status 2."""
 
 
 def _is_html_name(path: Path) -> bool:
@@ -1085,7 +1081,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="keep only the largest contiguous group of content")
     p.add_argument("--no-rescorer", action="store_true",
                    help="judge blocks by the content model's scores alone, without the "
-                        "model's block rescorer (fast has one; see README, Accuracy)")
+                        "model's block rescorer (fast has one; see docs/accuracy.md)")
     p.add_argument("--comments", action="store_true",
                    help="text, markdown and html formats: append the readers' comments after "
                         "the article (json always has them in its comments field)")

@@ -32,11 +32,28 @@ PRIORITIES = {
     "ITEM_PIPELINES": (ArticlePipeline, 100),
 }
 WARC_ARCHIVE_PRIORITY = 950
+ARCHIVE_SETTINGS = ("GROWNUP_WARC_OUTPUT", "GROWNUP_WARC_OUTPUT_MAX_BYTES",
+                    "GROWNUP_WARC_OUTPUT_PREFIX", "GROWNUP_WARC_OUTPUT_REQUESTS")
 DEFAULT_LOG_FORMATTER = "scrapy.logformatter.LogFormatter"
 
 
 class Addon:
-    """``ADDONS = {"scrapy_grownup.Addon": 500}``."""
+    """The Scrapy add-on: ``ADDONS = {"scrapy_grownup.Addon": 500}`` turns a crawl's HTML
+    responses into article items.
+
+    When the crawler starts, it checks every ``GROWNUP_*`` setting (a bad value stops the crawl
+    with one error line, before the spider opens and before any model loads) and installs,
+    unless the project already has them: ``FeaturizeMiddleware`` (downloader middleware, 545:
+    parses HTML responses in worker processes), ``ArticleSpiderMiddleware`` (spider
+    middleware, 975: sees ``with_article`` items and makes an ``ArticleItem`` for pages
+    that yield none), ``ArticlePipeline`` (item pipeline, 100: fills the items), a log
+    formatter that shortens items, and ``WarcArchiveMiddleware`` when ``GROWNUP_WARC_OUTPUT``
+    is set. ``GROWNUP_ENABLED = False`` turns it off.
+
+    Settings: the ``GROWNUP_*`` prefix, each left to its default unless the project sets it;
+    see the docs' settings reference (``docs/settings.md``) and Scrapy add-on page
+    (``docs/scrapy.md``).
+    """
 
     def __init__(self, crawler=None):
         self.crawler = crawler
@@ -55,6 +72,9 @@ class Addon:
                 from scrapy_grownup.model.cuda import check_device
 
                 check_device(GrownupSettings.from_settings(settings).device)
+                if settings.get("GROWNUP_WARC_OUTPUT"):  # WarcArchiveMiddleware's, checked now
+                    for name in ARCHIVE_SETTINGS:
+                        check(settings, name)
         except (SettingsError, DeviceError) as exc:
             stop_crawl(exc)
         if not enabled:

@@ -52,11 +52,45 @@ def short_item(item) -> dict:
     return values
 
 
-ArticleItem = type("ArticleItem", (scrapy.Item,), {
-    "__doc__": "A scrapy.Item with every field the add-on fills.",
-    **{name: scrapy.Field() for name in article_fields()},
-    "__repr__": lambda self: f"ArticleItem({short_item(self)!r})",
-})
+class ArticleItem(scrapy.Item):
+    """A ``scrapy.Item`` that declares every field the add-on fills.
+
+    The fields are the ``Article`` fields less ``content_nodes``, ``nodes`` and
+    ``text_source`` (they describe the extraction, not the page), plus ``model_version`` and
+    ``timing``, in the order feed exports write them (``article_fields()``; a test keeps the
+    two in step). Subclass it to add fields of your own; the add-on makes one for a page whose
+    callback yields no item (``GROWNUP_AUTO_ITEMS``). Its ``repr`` shortens the long fields,
+    so a log line does not hold a whole article.
+    """
+
+    url = scrapy.Field()
+    title = scrapy.Field()
+    text = scrapy.Field()
+    page_type = scrapy.Field()
+    page_type_score = scrapy.Field()
+    language = scrapy.Field()
+    authors = scrapy.Field()
+    published = scrapy.Field()
+    canonical_url = scrapy.Field()
+    site_name = scrapy.Field()
+    description = scrapy.Field()
+    image = scrapy.Field()
+    images = scrapy.Field()
+    date_modified = scrapy.Field()
+    tags = scrapy.Field()
+    categories = scrapy.Field()
+    markdown = scrapy.Field()
+    html = scrapy.Field()
+    model = scrapy.Field()
+    truncated = scrapy.Field()
+    confidence = scrapy.Field()
+    comments = scrapy.Field()
+    related_links = scrapy.Field()
+    model_version = scrapy.Field()
+    timing = scrapy.Field()
+
+    def __repr__(self) -> str:
+        return f"ArticleItem({short_item(self)!r})"
 
 
 class ArticleLogFormatter(scrapy.logformatter.LogFormatter):

@@ -33,12 +33,19 @@ _warned_inactive = False
 
 
 def with_article(item: Any, response: Any) -> Any:
-    """Yield ``with_article(item, response)`` from a callback to have ``item`` filled with the
-    article of ``response``; returns ``item`` itself.
+    """Ask for ``item`` to be filled with the article of ``response``.
 
-    The item keeps its own fields; the pipeline adds the article fields it can hold. Where the
-    add-on did not see ``response`` (it is off) the item passes as it is, and a warning says so
-    once.
+    Yield ``with_article(item, response)`` from a callback. The item keeps its own fields;
+    the add-on's pipeline adds the article fields it can hold (all of them for an
+    ``ArticleItem`` or a dict). Where the add-on did not see ``response`` (it is off) the item
+    passes as it is, and a warning says so once, so an item is never lost.
+
+    Args:
+        item: any item type itemadapter supports (dict, ``scrapy.Item``, dataclass, attrs).
+        response: the response the callback got.
+
+    Returns:
+        ``item`` itself, so the callback yields it as usual.
     """
     request = getattr(response, "request", None)
     runtime = _RUNTIMES.get(request) if request is not None else None

@@ -3,13 +3,17 @@
 ``DEFAULTS`` holds every setting and its default, ``CHECKS`` what each may hold.
 ``GrownupSettings.from_settings`` checks them all and raises ``SettingsError`` (one line naming
 the setting, its value and the allowed values) on the first bad one; the add-on calls it when the
-crawler starts, before the spider opens and before any model loads. The README's settings table
-lists these same names and defaults; a test keeps the two in step.
+crawler starts, before the spider opens and before any model loads. The checks of the kinds of
+value (``boolean``, ``whole``, ``non_negative``...) are the ones every ``GROWNUP_*`` setting
+goes through, the WARC ones (``warc.settings.WARC_CHECKS``) included: one spelling of a
+boolean, and junk is an error, never a silent default. The docs' settings page
+(``docs/settings.md``) lists these same names and defaults; a test keeps the two in step.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -49,34 +53,43 @@ DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
 
 
 # -- one check per kind of value: the parsed value, or SettingsError naming what is allowed -----
-def _bad(name: str, value, problem: str, allowed: str) -> SettingsError:
+def bad_value(name: str, value, problem: str, allowed: str) -> SettingsError:
+    """The one-line error of every ``GROWNUP_*`` check: the setting, its value, what is wrong
+    and what is allowed."""
     return SettingsError(f"{name} = {value!r}: {problem}; allowed: {allowed}")
 
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
-def _bool(name: str, value) -> bool:
+def _is_none(value) -> bool:
+    """``None``, or a string that says it (``""``, ``"none"``): a setting left to a default."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))
+
+
+def boolean(name: str, value) -> bool:
+    """``True``/``False``, ``1``/``0``, or a string of ``_TRUE`` or ``_FALSE`` (any case)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
         return value.strip().lower() in _TRUE
-    raise _bad(name, value, "not a boolean", "True or False")
+    raise bad_value(name, value, "not a boolean", "True or False")
 
 
 def _model_process(name: str, value) -> bool | str:
-    """``"auto"``, or a boolean (``_bool``)."""
+    """``"auto"``, or a boolean (``boolean``)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     try:
-        return _bool(name, value)
+        return boolean(name, value)
     except SettingsError:
-        raise _bad(name, value, "not a boolean or auto", "auto, True or False") from None
+        raise bad_value(name, value, "not a boolean or auto", "auto, True or False") from None
 
 
-def _whole(minimum: int, extra: str = "") -> Callable[[str, object], int]:
+def whole(minimum: int, extra: str = "") -> Callable[[str, object], int]:
+    """A check of a whole number >= ``minimum`` (``extra`` ends the allowed values' words)."""
     allowed = f"a whole number >= {minimum}{extra}"
 
     def check(name: str, value) -> int:
@@ -88,53 +101,48 @@ def _whole(minimum: int, extra: str = "") -> Callable[[str, object], int]:
         elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
             number = int(value)
         if number is None:
-            raise _bad(name, value, "not a whole number", allowed)
+            raise bad_value(name, value, "not a whole number", allowed)
         if number < minimum:
-            raise _bad(name, value, "too small", allowed)
+            raise bad_value(name, value, "too small", allowed)
         return number
 
     return check
 
 
-def _milliseconds(name: str, value) -> float:
-    allowed = "a number of milliseconds >= 0"
+def _number(name: str, value, allowed: str) -> float:
+    """``value`` as a finite float: a number or a string of one (a boolean is not one; NaN and
+    infinities are refused, they would never compare as meant)."""
     try:
         number = float(value) if not isinstance(value, bool) else None
     except (TypeError, ValueError):
         number = None
-    if number is None or number != number:  # NaN
-        raise _bad(name, value, "not a number", allowed)
-    if number < 0:
-        raise _bad(name, value, "negative", allowed)
+    if number is None or not math.isfinite(number):
+        raise bad_value(name, value, "not a number", allowed)
     return number
 
 
-def _seconds(name: str, value) -> float:
-    allowed = "a number of seconds > 0, or 0 for no budget"
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number != number or number in (float("inf"), float("-inf")):
-        raise _bad(name, value, "not a number", allowed)
-    if number < 0:
-        raise _bad(name, value, "negative", allowed)
-    return number
+def non_negative(allowed: str, zero: bool = True) -> Callable[[str, object], float]:
+    """A check of a number >= 0 (> 0 where ``zero`` is False); ``allowed`` says what it is."""
+    def check_value(name: str, value) -> float:
+        number = _number(name, value, allowed)
+        if number < 0 or (number == 0 and not zero):
+            raise bad_value(name, value, "negative" if number < 0 else "zero", allowed)
+        return number
+    return check_value
+
+
+_milliseconds = non_negative("a number of milliseconds >= 0")
+_seconds = non_negative("a number of seconds > 0, or 0 for no budget")
 
 
 def _threshold(name: str, value) -> float | None:
     allowed = ("a number between 0 and 1 (exclusive), used on every page, or None for each "
                "page's own cut-off near the model's threshold")
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+    if _is_none(value):
         return None
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None:
-        raise _bad(name, value, "not a number", allowed)
+    number = _number(name, value, allowed)
     if not 0.0 < number < 1.0:
-        raise _bad(name, value, "out of range", allowed)
+        raise bad_value(name, value, "out of range", allowed)
     return number
 
 
@@ -142,12 +150,12 @@ def _model_default_bool(models_own: str) -> Callable[[str, object], bool | None]
     """A boolean that may also be ``None``: the model's own setting (``models_own`` says what
     that is, for the error line)."""
     def check_value(name: str, value) -> bool | None:
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        if _is_none(value):
             return None
         try:
-            return _bool(name, value)
+            return boolean(name, value)
         except SettingsError:
-            raise _bad(name, value, "not a boolean",
+            raise bad_value(name, value, "not a boolean",
                        f"True, False, or None for the model's own ({models_own})") from None
     return check_value
 
@@ -156,16 +164,11 @@ def _min_confidence(name: str, value) -> float | None:
     """A confidence between 0 and 1; ``None`` (or 0) keeps every page."""
     allowed = "a number between 0 and 1 (pages whose Article.confidence is below it are " \
               "dropped), or None (or 0) for no minimum"
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+    if _is_none(value):
         return None
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number != number:  # NaN
-        raise _bad(name, value, "not a number", allowed)
+    number = _number(name, value, allowed)
     if not 0.0 <= number <= 1.0:
-        raise _bad(name, value, "out of range", allowed)
+        raise bad_value(name, value, "out of range", allowed)
     return number or None
 
 
@@ -178,19 +181,19 @@ def _workers(name: str, value) -> int:
     the runtime takes one per core where the workers extract whole pages (no model process)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return max(1, (os.cpu_count() or 2) - 1)
-    return _whole(0, ", or 'auto' (0 parses on a thread)")(name, value)
+    return whole(0, ", or 'auto' (0 parses on a thread)")(name, value)
 
 
 def _device(name: str, value) -> str | None:
     device = str(value or "auto").strip().lower()
     if not DEVICE_PATTERN.fullmatch(device):
-        raise _bad(name, value, "unknown device", "auto, cpu, cuda, cuda:N, mps, xpu")
+        raise bad_value(name, value, "unknown device", "auto, cpu, cuda, cuda:N, mps, xpu")
     return None if device == "auto" else device
 
 
 def _output_format(name: str, value) -> str:
     if value not in OUTPUT_FORMATS:
-        raise _bad(name, value, "unknown format", ", ".join(OUTPUT_FORMATS))
+        raise bad_value(name, value, "unknown format", ", ".join(OUTPUT_FORMATS))
     return value
 
 
@@ -200,16 +203,16 @@ def _model(name: str, value) -> str:
     allowed = (f"auto, default, {', '.join(shipped_models())}, or a model directory "
                "(written by grownup train)")
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
-        raise _bad(name, value, "not a model name", allowed)
+        raise bad_value(name, value, "not a model name", allowed)
     model = str(value).strip()
     if model == "auto":
         return model
     try:
         directory = resolve_model_dir(model)
     except Exception:  # noqa: BLE001 - ModelLoadError: neither shipped nor a directory
-        raise _bad(name, value, "no such model", allowed) from None
+        raise bad_value(name, value, "no such model", allowed) from None
     if directory.parent != MODELS_DIR and not (directory / "config.json").is_file():
-        raise _bad(name, value, "not a model directory (no config.json)", allowed)
+        raise bad_value(name, value, "not a model directory (no config.json)", allowed)
     return model
 
 
@@ -218,44 +221,53 @@ def _page_types(name: str, value) -> frozenset[str]:
         value = value.split(",")
     if not isinstance(value, (list, tuple, set, frozenset)) or \
             not all(isinstance(v, str) for v in value):
-        raise _bad(name, value, "not a list of page types",
+        raise bad_value(name, value, "not a list of page types",
                    "a list of page type names, or [] for every page")
     return frozenset(v.strip() for v in value if v.strip())
 
 
 # What each setting may hold; every name of ``DEFAULTS`` has one.
 CHECKS: dict[str, Callable[[str, object], object]] = {
-    "GROWNUP_ENABLED": _bool,
+    "GROWNUP_ENABLED": boolean,
     "GROWNUP_MODEL": _model,
     "GROWNUP_DEVICE": _device,
     "GROWNUP_THRESHOLD": _threshold,
     "GROWNUP_REFINE": _refine,
     "GROWNUP_RESCORER": _rescorer,
-    "GROWNUP_BATCH_PAGES": _whole(1),
-    "GROWNUP_BATCH_NODES": _whole(1),
+    "GROWNUP_BATCH_PAGES": whole(1),
+    "GROWNUP_BATCH_NODES": whole(1),
     "GROWNUP_BATCH_WAIT_MS": _milliseconds,
-    "GROWNUP_BATCHES_IN_FLIGHT": _whole(1),
-    "GROWNUP_QUEUE_SIZE": _whole(1),
+    "GROWNUP_BATCHES_IN_FLIGHT": whole(1),
+    "GROWNUP_QUEUE_SIZE": whole(1),
     "GROWNUP_MODEL_PROCESS": _model_process,
-    "GROWNUP_MODEL_THREADS": _whole(1),
+    "GROWNUP_MODEL_THREADS": whole(1),
     "GROWNUP_WORKERS": _workers,
-    "GROWNUP_MAX_PENDING_PAGES": _whole(1),
-    "GROWNUP_MAX_PAGE_BYTES": _whole(1),
-    "GROWNUP_MAX_PAGE_NODES": _whole(1),
-    "GROWNUP_MAX_PAGE_DEPTH": _whole(1),
+    "GROWNUP_MAX_PENDING_PAGES": whole(1),
+    "GROWNUP_MAX_PAGE_BYTES": whole(1),
+    "GROWNUP_MAX_PAGE_NODES": whole(1),
+    "GROWNUP_MAX_PAGE_DEPTH": whole(1),
     "GROWNUP_PAGE_TIMEOUT": _seconds,
     "GROWNUP_PAGE_TYPES": _page_types,
-    "GROWNUP_MIN_TEXT_LENGTH": _whole(0),
+    "GROWNUP_MIN_TEXT_LENGTH": whole(0),
     "GROWNUP_MIN_CONFIDENCE": _min_confidence,
-    "GROWNUP_AUTO_ITEMS": _bool,
+    "GROWNUP_AUTO_ITEMS": boolean,
     "GROWNUP_OUTPUT_FORMAT": _output_format,
 }
 assert set(CHECKS) == set(DEFAULTS)
 
 
 def check(settings, name: str):
-    """The checked value of one ``GROWNUP_*`` setting (its default when unset)."""
+    """The checked value of one ``GROWNUP_*`` setting (its default when unset): the crawl's
+    (``CHECKS``) and the WARC spider's and archive's (``warc.settings.WARC_CHECKS``) alike.
+
+    Raises:
+        SettingsError: the value is not one the setting takes (one line naming both).
+    """
     value = settings.get(name) if settings is not None else None
+    if name not in CHECKS:
+        from scrapy_grownup.warc.settings import WARC_CHECKS, WARC_DEFAULTS
+
+        return WARC_CHECKS[name](name, WARC_DEFAULTS[name] if value is None else value)
     if value is None and name not in ("GROWNUP_THRESHOLD", "GROWNUP_REFINE", "GROWNUP_RESCORER"):
         value = DEFAULTS[name]
     return CHECKS[name](name, value)
@@ -340,12 +352,12 @@ class GrownupSettings:
         if page_types:
             known = model_page_types(values["GROWNUP_MODEL"], values["GROWNUP_DEVICE"])
             if known is None:
-                raise _bad("GROWNUP_PAGE_TYPES", sorted(page_types),
+                raise bad_value("GROWNUP_PAGE_TYPES", sorted(page_types),
                            f"model {values['GROWNUP_MODEL']!r} has no page-type head",
                            "[] with this model, or a model with a page-type head")
             unknown = sorted(page_types - known)
             if unknown:
-                raise _bad("GROWNUP_PAGE_TYPES", settings.get("GROWNUP_PAGE_TYPES"),
+                raise bad_value("GROWNUP_PAGE_TYPES", settings.get("GROWNUP_PAGE_TYPES"),
                            f"unknown page type {', '.join(map(repr, unknown))}",
                            f"a list of {', '.join(sorted(known))} ([] keeps every page)")
         return cls(

@@ -36,6 +36,7 @@ from pathlib import Path
 from lxml import etree
 
 from scrapy_grownup.data.labels import clean_cleaneval_gold, split_dragnet_gold
+from scrapy_grownup.errors import DatasetNotAvailable
 from scrapy_grownup.page.tags import BLOCK_TAGS
 
 __all__ = [
@@ -97,10 +98,6 @@ L3S_LABELS = {
     4: "related_content",
     5: "comments",
 }
-
-
-class DatasetNotAvailable(FileNotFoundError):
-    """Neither the unpacked dataset nor its archive could be found."""
 
 
 @dataclass

@@ -5,7 +5,7 @@ The genre head reads only the backbone's content-pooled features and the page si
 sites it confuses listings, collections and services, whose words and URLs tell them apart
 ("category", "/collections/", "pricing"). A linear model over TF-IDF word 1-2-grams of the
 page's text, TF-IDF of its URL's path tokens and declared ``og:type``, the page signals and the
-pooled features (``GrownUpModel.genre_inputs``) does better on sites never seen (README, "Page
+pooled features (``GrownUpModel.genre_inputs``) does better on sites never seen (research log, "Page
 type on unseen sites"). A linear model cannot say "a price on a page with forty repeated cards is a
 collection, one price beside a long description is a product": boosted trees (the stack) read
 the linear model's margins with the page signals and make such calls. It is fitted by

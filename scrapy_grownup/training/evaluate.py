@@ -14,14 +14,6 @@ from scrapy_grownup.evaluation.metrics import lcs_f1, shingle_f1
 from scrapy_grownup.data.store import GraphStore
 
 
-def predict_store(model, store: GraphStore, indices: Sequence[int], batch_nodes: int = 30_000,
-                  device: str = "cpu") -> list[np.ndarray]:
-    """Content probability per node for the given store pages (eval mode, no grad)."""
-    return node_probabilities(model, [store.num_nodes(int(i)) for i in indices],
-                              lambda ids: store.collate([indices[k] for k in ids]),
-                              batch_nodes, device)
-
-
 def store_predictions(model, store: GraphStore, indices: Sequence[int],
                       batch_nodes: int = 30_000, device: str = "cpu") -> list[dict]:
     """Per page of ``indices``: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre``

@@ -152,6 +152,7 @@ def text_baseline(train_texts, train_y, test_texts, seed: int = 0,
 
 
 def scores(gold: np.ndarray, pred: np.ndarray, num_classes: int = len(GENRES)) -> dict:
+    """Accuracy, macro F1 and each page type's F1 of predicted page type indices."""
     from sklearn.metrics import f1_score
 
     labels = list(range(num_classes))

@@ -44,7 +44,7 @@ from scrapy_grownup.crawl.workers import parent_bound_pool
 from scrapy_grownup.training.command import add_run_arguments, report, standalone
 from scrapy_grownup.training.corpus import cache_root, corpus_encoder, store_key
 from scrapy_grownup.training.crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
-from scrapy_grownup.training.genre import GENRES, genre_index, text_baseline
+from scrapy_grownup.training.genre import GENRES, genre_index, scores, text_baseline
 from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
 from scrapy_grownup.training.page_type_fit import fit_linear_svm
 
@@ -232,16 +232,17 @@ def head_with_signals(model, pooled, signals, train, test, y, cfg: HeadFitConfig
 # Scores
 
 
-def scores(gold: np.ndarray, pred: np.ndarray) -> dict:
-    from sklearn.metrics import confusion_matrix, f1_score
+def scores_with_confusion(gold: np.ndarray, pred: np.ndarray) -> dict:
+    """``genre.scores`` (its ``per_class_f1`` named ``per_type_f1`` here), plus each page
+    type's recall and the confusion matrix: the site-held-out report shows where types mix."""
+    from sklearn.metrics import confusion_matrix
 
     labels = list(range(len(GENRES)))
-    per_class = f1_score(gold, pred, labels=labels, average=None, zero_division=0)
+    base = scores(gold, pred)
     recall = [float(((pred == k) & (gold == k)).sum() / max(1, (gold == k).sum()))
               for k in labels]
-    return {"accuracy": float((gold == pred).mean()) if len(gold) else 0.0,
-            "macro_f1": float(np.mean(per_class)),
-            "per_type_f1": {GENRES[k]: float(f) for k, f in enumerate(per_class)},
+    return {"accuracy": base["accuracy"], "macro_f1": base["macro_f1"],
+            "per_type_f1": base["per_class_f1"],
             "per_type_recall": {GENRES[k]: r for k, r in enumerate(recall)},
             "confusion": confusion_matrix(gold, pred, labels=labels).tolist()}
 
@@ -310,7 +311,7 @@ def site_cv(args) -> dict:
         "folds": args.folds, "eval_datasets": eval_names, "train_datasets": train_names,
         "fold_models": str(args.fold_models), "pages": int(done.sum()),
         "classes": list(GENRES), "signal_dim": SIGNAL_DIM, "seed": args.seed,
-        "arms": {arm: scores(y[done], preds[arm][done]) for arm in arms},
+        "arms": {arm: scores_with_confusion(y[done], preds[arm][done]) for arm in arms},
         "per_fold": per_fold,
         "class_counts": {GENRES[k]: int((y[done] == k).sum()) for k in range(len(GENRES))},
         "seconds": round(time.perf_counter() - start, 1),

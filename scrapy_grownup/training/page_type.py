@@ -46,8 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="pages (a quick check)")
     p.add_argument("--stack", action=argparse.BooleanOptionalAction, default=False,
                    help="stack boosted trees on the linear model's out-of-fold margins and the "
-                        "page signals where inner folds over sites say they beat it (measured "
-                        "no better across sites with the pooled inputs: README; default: off)")
+                        "page signals where inner folds over sites say they beat it (no better "
+                        "across sites with the pooled inputs, see docs/research/page-type.md; "
+                        "default: off)")
     add_run_arguments(p)
 
 

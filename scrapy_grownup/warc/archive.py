@@ -35,7 +35,7 @@ from scrapy.exceptions import NotConfigured
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from scrapy_grownup.warc.settings import WARC_DEFAULTS
+from scrapy_grownup.crawl.settings import check
 
 logger = logging.getLogger(__name__)
 STATS_PREFIX = "grownup/warc/archive"
@@ -116,7 +116,16 @@ class RotatingWarcWriter:
 
 
 class WarcArchiveMiddleware:
-    """Downloader middleware archiving each response (see the module docstring)."""
+    """Downloader middleware that archives each response of a crawl into rotating gzip WARC
+    files, so that the pages can feed pre-training or be extracted again later.
+
+    The add-on adds it at 950 when ``GROWNUP_WARC_OUTPUT`` is set; at that priority it sees
+    each response as it came off the wire (see the module docstring). Settings:
+    ``GROWNUP_WARC_OUTPUT`` (the directory; unset, the middleware is off),
+    ``GROWNUP_WARC_OUTPUT_MAX_BYTES``, ``GROWNUP_WARC_OUTPUT_PREFIX`` and
+    ``GROWNUP_WARC_OUTPUT_REQUESTS`` (docs/settings.md). An archiving failure is logged and
+    counted, never raised into the crawl.
+    """
 
     def __init__(self, writer: RotatingWarcWriter, requests: bool = True, stats=None):
         self.writer = writer
@@ -126,19 +135,15 @@ class WarcArchiveMiddleware:
     @classmethod
     def from_crawler(cls, crawler):
         settings = crawler.settings
-        directory = settings.get("GROWNUP_WARC_OUTPUT")
+        directory = check(settings, "GROWNUP_WARC_OUTPUT")
         if not directory:
             raise NotConfigured("GROWNUP_WARC_OUTPUT is not set")
         writer = RotatingWarcWriter(
             directory,
-            prefix=settings.get("GROWNUP_WARC_OUTPUT_PREFIX",
-                                WARC_DEFAULTS["GROWNUP_WARC_OUTPUT_PREFIX"]),
-            max_bytes=settings.getint("GROWNUP_WARC_OUTPUT_MAX_BYTES",
-                                      WARC_DEFAULTS["GROWNUP_WARC_OUTPUT_MAX_BYTES"]),
+            prefix=check(settings, "GROWNUP_WARC_OUTPUT_PREFIX"),
+            max_bytes=check(settings, "GROWNUP_WARC_OUTPUT_MAX_BYTES"),
         )
-        middleware = cls(writer, settings.getbool(
-            "GROWNUP_WARC_OUTPUT_REQUESTS", WARC_DEFAULTS["GROWNUP_WARC_OUTPUT_REQUESTS"]),
-            crawler.stats)
+        middleware = cls(writer, check(settings, "GROWNUP_WARC_OUTPUT_REQUESTS"), crawler.stats)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
 

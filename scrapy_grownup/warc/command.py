@@ -16,8 +16,9 @@ import json
 import logging
 import sys
 
+from scrapy_grownup.crawl.settings import check
 from scrapy_grownup.errors import GrownupError
-from scrapy_grownup.warc.settings import WARC_DEFAULTS
+from scrapy_grownup.warc.settings import WARC_DEFAULTS, WarcSettings
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +54,8 @@ def run(args) -> int:
     if args.finalize_only:
         from scrapy_grownup.warc.manifest import finalize
 
-        manifest = finalize(args.output, int(_settings(args).get(
-            "GROWNUP_WARC_PAIR_PARTITION_PAGES",
-            WARC_DEFAULTS["GROWNUP_WARC_PAIR_PARTITION_PAGES"])))
+        manifest = finalize(args.output, check(_settings(args),
+                                               "GROWNUP_WARC_PAIR_PARTITION_PAGES"))
         _summary(manifest, args.output)
         return 0 if manifest["pages"] else 1
     if not args.paths and not args.redis:
@@ -92,6 +92,7 @@ def _crawl(args) -> int:
     from scrapy.crawler import CrawlerProcess
 
     settings = _settings(args)
+    WarcSettings.from_settings(settings)  # a bad setting: one error line, before any crawl
     if args.redis:
         try:
             from scrapy_grownup.warc.scaleout import WarcRedisSpider as spider_class

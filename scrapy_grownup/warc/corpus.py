@@ -106,5 +106,21 @@ class Corpus:
 
 
 def load_corpus(directory: str | os.PathLike, cache_shards: int = 4) -> Corpus:
-    """Open a corpus directory (``index.json``, ``shards/``, ``pairs.safetensors``)."""
+    """Open a pre-training corpus written by ``grownup warc`` or the WARC spider.
+
+    Only the index is read now; shards are loaded when asked for, so a corpus larger than
+    memory can be walked one shard at a time.
+
+    Args:
+        directory: the corpus directory (``index.json``, ``shards/``, ``pairs.safetensors``).
+        cache_shards: how many loaded shards ``Corpus.load_shard`` keeps in memory.
+
+    Returns:
+        The corpus: ``shards``, ``iter_shards()``, ``load_shard(i)``, ``locate(page)``,
+        ``pairs()``, ``iter_pair_batches()`` and ``verify()``.
+
+    Raises:
+        GrownupError: the directory has no ``index.json`` (the corpus was not finalized) or
+            holds another format.
+    """
     return Corpus(directory, cache_shards)

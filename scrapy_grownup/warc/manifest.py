@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from scrapy_grownup.errors import CorpusConfigError
 from scrapy_grownup.warc.pairs import build_pairs, write_pairs
 from scrapy_grownup.warc.shards import SHARD_DIR, read_header
 
@@ -39,10 +40,6 @@ INDEX_FILE = "index.json"
 MANIFEST_FILE = "manifest.json"
 PAIRS_FILE = "pairs.safetensors"
 CONFIG_FILE = "config.json"
-
-
-class CorpusConfigError(ValueError):
-    """The directory was written with other settings (encoder, shard size...)."""
 
 
 def worker_id() -> str:
@@ -210,6 +207,14 @@ def finalize(directory: str | os.PathLike, partition_pages: int = 100_000) -> di
 
     Idempotent; safe to run while other workers are still writing (it indexes the archives
     finished so far) and again at any time (``grownup warc --finalize-only``).
+
+    Args:
+        directory: the corpus directory.
+        partition_pages: pages per spill partition when pairs are formed
+            (``GROWNUP_WARC_PAIR_PARTITION_PAGES``).
+
+    Returns:
+        The manifest written (``pages``, ``pairs``, ``shards``, ``skipped``...).
     """
     directory = Path(directory)
     with directory_lock(directory):

@@ -204,10 +204,18 @@ def batch_negatives(site_a: np.ndarray, site_b: np.ndarray, ratio: float = 0.5
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Negatives by permutation within one batch of positive pairs.
 
-    Returns ``(order, labels)``: pair ``i`` of the batch is (first page ``i``, second page
-    ``order[i]``) with label ``labels[i]`` (1.0 when both pages come from the same site). As in
-    the reference implementation, the second pages of the first ``ratio`` of the batch are
-    reversed among themselves and the rest keep their partner.
+    Only positives are stored; as in the reference implementation, the second pages of the
+    first ``ratio`` of the batch are reversed among themselves (mostly other sites: the
+    negatives) and the rest keep their partner.
+
+    Args:
+        site_a: the site hash of each pair's first page (``site`` of a pairs batch).
+        site_b: the site hash of each pair's second page.
+        ratio: the share of the batch whose partners are permuted.
+
+    Returns:
+        ``(order, labels)``: pair ``i`` of the batch is (first page ``i``, second page
+        ``order[i]``), with label ``labels[i]`` (1.0 when both pages come from the same site).
     """
     site_a = np.asarray(site_a)
     site_b = np.asarray(site_b)

@@ -115,11 +115,22 @@ class _Iterator(ArchiveIterator):
 
 
 class RecordReader:
-    """Iterate one archive as ``Candidate`` / ``Skip`` events; never raises on bad data.
+    """Iterate one WARC/ARC archive as ``Candidate`` (an HTML page) and ``Skip`` events.
 
-    After iteration: ``records`` (records parsed), ``failed`` (a message when the archive could
-    not be opened or fetched at all: nothing of it was read, a rerun should try again) and
-    ``errors`` (messages of the damaged regions that were skipped).
+    It never raises on bad data: a damaged region is skipped and reading goes on, so one bad
+    record never costs the rest of an archive. ``grownup extract``, the corpus writer and
+    ``scrapy_grownup.datatrove`` all read archives through it, so they agree page for page.
+
+    Args:
+        source: the archive (``warc.sources.Source``: a path or an http(s) URL).
+        max_bytes: a page's body is cut to this many bytes, as the page limits cut it.
+        record_types: the WARC record types that can be pages.
+
+    Attributes:
+        records: records parsed, after iteration.
+        failed: a message when the archive could not be opened or fetched at all (nothing of
+            it was read; a rerun should try again), else ``None``.
+        errors: messages of the damaged regions that were skipped.
     """
 
     def __init__(self, source: Source, max_bytes: int = 5_000_000,

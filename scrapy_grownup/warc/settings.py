@@ -3,12 +3,18 @@
 The featurization settings are the live crawl's (``GROWNUP_WORKERS``,
 ``GROWNUP_MAX_PENDING_PAGES``, ``GROWNUP_MAX_PAGE_*``, ``GROWNUP_PAGE_TIMEOUT``), so that a page
 read from an archive is parsed exactly as it would have been when it was crawled.
+
+Every value goes through the checks of the crawl's settings (``crawl.settings``: one spelling of
+a boolean, whole numbers, seconds): junk is a ``SettingsError`` naming the setting and the value,
+never a silent default.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from scrapy_grownup.crawl.settings import bad_value, boolean, check, non_negative, whole
 from scrapy_grownup.page.limits import PageLimits
 
 WARC_DEFAULTS: dict[str, object] = {
@@ -34,9 +40,72 @@ WARC_DEFAULTS: dict[str, object] = {
 }
 
 
-def _get(settings, name):
-    value = settings.get(name)
-    return WARC_DEFAULTS[name] if value is None else value
+def _paths(name: str, value) -> list[str]:
+    """A list of paths, or one string of them separated by commas."""
+    paths = str(value).split(",") if isinstance(value, (str, os.PathLike)) else value
+    if not isinstance(paths, (list, tuple)) or \
+            not all(isinstance(v, (str, os.PathLike)) for v in paths):
+        raise bad_value(name, value, "not a list of paths",
+                   "a list of files, directories, globs or http(s) URLs, or a comma-separated "
+                   "string of them")
+    return [str(v).strip() for v in paths if str(v).strip()]
+
+
+def _directory(name: str, value) -> str | None:
+    """``None``, or a directory path; an empty string (``-s GROWNUP_WARC_OUTPUT=``) unsets it."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise bad_value(name, value, "not a directory path", "None or a directory path")
+    return str(value)
+
+
+def _text(name: str, value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise bad_value(name, value, "not a non-empty string", "a non-empty string")
+    return value.strip()
+
+
+def _encoder(name: str, value) -> str:
+    from scrapy_grownup.encoders import ENCODERS
+
+    if not isinstance(value, str) or value.strip().lower() not in ENCODERS:
+        raise bad_value(name, value, "unknown text encoder", ", ".join(ENCODERS))
+    return value.strip().lower()
+
+
+def _record_types(name: str, value) -> tuple[str, ...]:
+    """A list of WARC record types, or one string of them separated by commas or spaces."""
+    allowed = "a non-empty list of WARC record types, or a comma- or space-separated string"
+    names = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(v, str) for v in names):
+        raise bad_value(name, value, "not a list of record types", allowed)
+    types = tuple(t.strip().lower() for t in names if t.strip())
+    if not types:
+        raise bad_value(name, value, "empty: no record could be a page", allowed)
+    return types
+
+
+# What each setting may hold; every name of ``WARC_DEFAULTS`` has one.
+WARC_CHECKS = {
+    "GROWNUP_WARC_PATHS": _paths,
+    "GROWNUP_WARC_CORPUS_DIR": _directory,
+    "GROWNUP_WARC_ENCODER": _encoder,
+    "GROWNUP_WARC_SHARD_PAGES": whole(1),
+    "GROWNUP_WARC_RECORD_TYPES": _record_types,
+    "GROWNUP_WARC_PAIR_PARTITION_PAGES": whole(1),
+    "GROWNUP_WARC_FINALIZE": boolean,
+    "GROWNUP_WARC_ITEMS": boolean,
+    "GROWNUP_WARC_LOG_EVERY": whole(0, " (0: no progress lines)"),
+    "GROWNUP_WARC_REDIS_POLL": non_negative("a number of seconds > 0", zero=False),
+    "GROWNUP_WARC_REDIS_IDLE_CLOSE": non_negative("a number of seconds >= 0 (0: never)"),
+    "GROWNUP_WARC_REDIS_START_WAIT": non_negative("a number of seconds >= 0 (0: never)"),
+    "GROWNUP_WARC_OUTPUT": _directory,
+    "GROWNUP_WARC_OUTPUT_MAX_BYTES": whole(1),
+    "GROWNUP_WARC_OUTPUT_PREFIX": _text,
+    "GROWNUP_WARC_OUTPUT_REQUESTS": boolean,
+}
+assert set(WARC_CHECKS) == set(WARC_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -61,9 +130,23 @@ class WarcSettings:
 
     @classmethod
     def from_settings(cls, settings=None) -> "WarcSettings":
-        """From Scrapy settings (or a plain dict, or None for the defaults). The featurization
-        values (workers, pending pages, page limits, device) are read by the live crawl's own
-        ``GrownupSettings``, so both read them identically."""
+        """Check and read the WARC spider's settings.
+
+        The featurization values (workers, pending pages, page limits, device) are read by the
+        live crawl's own ``GrownupSettings``, so a page from an archive is parsed as a crawled
+        one would be.
+
+        Args:
+            settings (scrapy.settings.BaseSettings | dict | None): Scrapy settings, a plain
+                dict, or None for the defaults.
+
+        Returns:
+            The checked values.
+
+        Raises:
+            SettingsError: a setting holds a value it cannot take (also a ``ValueError``); the
+                message, one line, names the setting, its value and the values allowed.
+        """
         from scrapy.settings import BaseSettings, Settings
 
         from scrapy_grownup.crawl.settings import GrownupSettings
@@ -71,41 +154,21 @@ class WarcSettings:
         if not isinstance(settings, BaseSettings):
             settings = Settings(settings or {})
         live = GrownupSettings.from_settings(settings)
-
-        def number(name, kind):
-            value = settings.get(name)
-            return kind(WARC_DEFAULTS[name] if value is None else value)
-
-        types = _get(settings, "GROWNUP_WARC_RECORD_TYPES")
-        if isinstance(types, str):
-            types = [t for t in types.replace(",", " ").split() if t]
-        values = cls(
-            encoder=str(_get(settings, "GROWNUP_WARC_ENCODER")),
+        values = {name: check(settings, name) for name in WARC_DEFAULTS}
+        return cls(
+            encoder=values["GROWNUP_WARC_ENCODER"],
             device=live.device,
-            shard_pages=number("GROWNUP_WARC_SHARD_PAGES", int),
-            record_types=tuple(str(t).strip().lower() for t in types),
-            partition_pages=number("GROWNUP_WARC_PAIR_PARTITION_PAGES", int),
-            finalize=_bool(_get(settings, "GROWNUP_WARC_FINALIZE")),
-            items=_bool(_get(settings, "GROWNUP_WARC_ITEMS")),
-            log_every=number("GROWNUP_WARC_LOG_EVERY", int),
+            shard_pages=values["GROWNUP_WARC_SHARD_PAGES"],
+            record_types=values["GROWNUP_WARC_RECORD_TYPES"],
+            partition_pages=values["GROWNUP_WARC_PAIR_PARTITION_PAGES"],
+            finalize=values["GROWNUP_WARC_FINALIZE"],
+            items=values["GROWNUP_WARC_ITEMS"],
+            log_every=values["GROWNUP_WARC_LOG_EVERY"],
             workers=live.workers,
             max_pending=live.max_pending_pages,
             limits=live.limits,
-            redis_poll=number("GROWNUP_WARC_REDIS_POLL", float),
-            redis_idle_close=number("GROWNUP_WARC_REDIS_IDLE_CLOSE", float),
-            redis_start_wait=number("GROWNUP_WARC_REDIS_START_WAIT", float),
+            redis_poll=values["GROWNUP_WARC_REDIS_POLL"],
+            redis_idle_close=values["GROWNUP_WARC_REDIS_IDLE_CLOSE"],
+            redis_start_wait=values["GROWNUP_WARC_REDIS_START_WAIT"],
             page_timeout=live.page_timeout,
         )
-        if values.shard_pages < 1:
-            raise ValueError("GROWNUP_WARC_SHARD_PAGES must be >= 1")
-        if values.partition_pages < 1:
-            raise ValueError("GROWNUP_WARC_PAIR_PARTITION_PAGES must be >= 1")
-        if not values.record_types:
-            raise ValueError("GROWNUP_WARC_RECORD_TYPES is empty: no record could be a page")
-        return values
-
-
-def _bool(value) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)

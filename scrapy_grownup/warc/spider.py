@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator
 import scrapy
 from scrapy import signals
 
+from scrapy_grownup.errors import SettingsError
 from scrapy_grownup.warc.settings import WarcSettings
 from scrapy_grownup.warc.sources import expand_inputs, split_specs
 from scrapy_grownup.warc.writer import CorpusWriter
@@ -59,7 +60,12 @@ class WarcSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawler.settings
-        spider.warc_settings = WarcSettings.from_settings(settings)
+        try:
+            spider.warc_settings = WarcSettings.from_settings(settings)
+        except SettingsError as exc:  # one error line, as the add-on stops a crawl
+            from scrapy_grownup.crawl.addon import stop_crawl
+
+            stop_crawl(exc)
         output = spider.output_arg or settings.get("GROWNUP_WARC_CORPUS_DIR")
         if not output:
             raise ValueError(f"{cls.name}: no output directory; pass -a output=DIR or set "
