@@ -41,6 +41,14 @@ class BoostedTrees:
         # [trees, outputs] one-hot: a matrix product sums each output's leaves
         self._columns = np.zeros((len(self.roots), len(self.bias)))
         self._columns[np.arange(len(self.roots)), self.output] = 1.0
+        # node 2i + 1 goes right: one gather per level picks the next node
+        self._children = np.stack([self.left, self.right], axis=1).ravel()
+        # For float32 rows: each threshold rounded down to a float32, so that a float32 value
+        # is at most it exactly when it is at most the float64 threshold.
+        threshold32 = self.threshold.astype(np.float32)
+        above = threshold32.astype(np.float64) > self.threshold
+        threshold32[above] = np.nextafter(threshold32[above], np.float32(-np.inf))
+        self._threshold32 = threshold32
 
     @classmethod
     def from_sklearn(cls, model) -> "BoostedTrees":
@@ -78,18 +86,22 @@ class BoostedTrees:
 
     def raw(self, X: np.ndarray) -> np.ndarray:
         """``[rows, outputs]`` raw scores (log-odds, or softmax logits) of the rows of ``X``."""
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asarray(X)
+        # float32 rows (the rescorer's) are compared in float32, to the rounded thresholds
+        threshold = self._threshold32 if X.dtype == np.float32 else self.threshold
+        if X.dtype != np.float32:
+            X = X.astype(np.float64, copy=False)
         if not len(X):
             return np.zeros((0, self.num_outputs))
         rows, width = X.shape
         flat = X.ravel()
         row = (np.arange(rows) * width)[:, None]  # flat indexing: 2x a 2-D gather
         node = np.tile(self.roots, (rows, 1))
-        feature, threshold, left, right = self.feature, self.threshold, self.left, self.right
+        feature, children = self.feature, self._children
         for _ in range(self.depth):
-            go_left = flat[row + feature[node]] <= threshold[node]
-            node = np.where(go_left, left[node], right[node])
-        leaves = self.value[node]
+            go_right = ~(flat.take(row + feature.take(node)) <= threshold.take(node))
+            node = children.take(2 * node + go_right)
+        leaves = self.value.take(node)
         if self.num_outputs == 1:
             return self.bias + leaves.sum(axis=1, keepdims=True)
         return self.bias + leaves @ self._columns

@@ -68,6 +68,7 @@ import re
 import numpy as np
 
 from scrapy_grownup.page.dom import PageStructure
+from scrapy_grownup.decisions import page_memo
 from scrapy_grownup.graph.layout import ARIA_ROLES, layout_column
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.tree import depth_levels, inherit, subtree_sum
@@ -131,10 +132,10 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     block-chars judges blocks whole)."""
     check_cut_weight(cut_weight)
     probs = np.asarray(probs, dtype=np.float64)
-    lengths = page.text_lengths()
-    levels = depth_levels(page.depth)
+    lengths = page_memo.text_lengths(page)
+    levels = page_memo.levels(page)
     by_block = adaptive and cut_weight == "block-chars"
-    block = block_of(page, levels) if blocks or repeats or byline or by_block or notices \
+    block = page_blocks(page) if blocks or repeats or byline or by_block or notices \
         or copies else None
     scores = block_scores(page, probs, block, lengths) if blocks else probs
     if adaptive:
@@ -160,7 +161,7 @@ def content_mask(page: PageStructure, probs: np.ndarray, threshold: float = 0.5,
     if byline:
         keep = without_byline(page, keep, block=block, lengths=lengths)
     if fallback and not keeps_text(page, keep, lengths):
-        block = block_of(page, levels) if block is None else block
+        block = page_blocks(page) if block is None else block
         keep = drop_repeated_blocks(page, page_prose(page, block, lengths, levels),
                                     block=block, lengths=lengths)
     return largest_content_group(page, keep) if refine else keep
@@ -182,12 +183,20 @@ def block_of(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.
     if not n:
         return out
     parent = page.parent.astype(np.int64)
-    inline = np.fromiter((tag not in BLOCK_TAGS for tag in page.tags), dtype=bool, count=n)
+    inline = np.ones(n, dtype=bool)
+    tags = page_memo.tag_index(page)
+    for tag in BLOCK_TAGS.intersection(tags):
+        inline[tags[tag]] = False
     inline &= parent >= 0
     for nodes in (depth_levels(page.depth) if levels is None else levels)[1:]:
         nodes = nodes[inline[nodes]]
         out[nodes] = out[parent[nodes]]
     return out
+
+
+def page_blocks(page: PageStructure) -> np.ndarray:
+    """``block_of`` the page, computed once per page (``page_memo``; read-only)."""
+    return page_memo.memo(page, "blocks", lambda: block_of(page, page_memo.levels(page)))
 
 
 def block_means(page: PageStructure, probs: np.ndarray, block: np.ndarray,
@@ -372,8 +381,8 @@ def main_container(page: PageStructure, keep: np.ndarray, scores: np.ndarray,
     total = kept_text.sum()
     if total <= 0:
         return keep.copy()
-    levels = depth_levels(page.depth) if levels is None else levels
-    held = subtree_sum(kept_text, page.parent.astype(np.int64), levels)
+    levels = page_memo.levels(page) if levels is None else levels
+    held = subtree_sum(kept_text, page_memo.parent64(page), levels)
     candidates = np.flatnonzero(held >= share * total - 1e-9)
     top = int(candidates[np.argmax(page.depth[candidates])])
     # Pre-order: a subtree is the run of node ids from its root to the next node that is not
@@ -491,14 +500,18 @@ def drop_repeated_blocks(page: PageStructure, keep: np.ndarray,
     return without_blocks(page, keep, block, repeated, lengths)
 
 
-def marked_nodes(page: PageStructure, marked, levels: list[np.ndarray] | None = None
-                 ) -> np.ndarray:
+def marked_nodes(page: PageStructure, marked, levels: list[np.ndarray] | None = None,
+                 keys: tuple[str, ...] = ()) -> np.ndarray:
     """bool [n]: the nodes whose kept attributes (``page.attrs``) satisfy ``marked``,
-    themselves or through an ancestor."""
+    themselves or through an ancestor. ``keys``: attributes ``marked`` needs one of (nodes
+    with none of them are not asked)."""
     out = np.zeros(page.num_nodes, dtype=bool)
-    for i, values in page.attrs.items():
-        if marked(values):
-            out[i] = True
+    if keys:
+        found = [i for i, values in page.attrs.items()
+                 if not values.keys().isdisjoint(keys) and marked(values)]
+    else:
+        found = [i for i, values in page.attrs.items() if marked(values)]
+    out[found] = True
     return _with_descendants(page, out, levels)
 
 
@@ -507,14 +520,15 @@ def _with_descendants(page: PageStructure, flags: np.ndarray,
     """``flags`` spread from each flagged node to its whole subtree."""
     if not flags.any():
         return flags
-    levels = depth_levels(page.depth) if levels is None else levels
-    return inherit(flags, page.parent.astype(np.int64), levels)
+    levels = page_memo.levels(page) if levels is None else levels
+    return inherit(flags, page_memo.parent64(page), levels)
 
 
 def hidden_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
     """bool [n]: the nodes that markup hides (``visibility.is_hidden``), themselves or through
-    an ancestor."""
-    return marked_nodes(page, lambda values: bool(values.get("hidden")), levels)
+    an ancestor (computed once per page: read-only)."""
+    return page_memo.memo(page, "hidden", lambda: marked_nodes(
+        page, lambda values: bool(values.get("hidden")), levels, ("hidden",)))
 
 
 # ARIA roles of a dialog; ``aria-modal="true"`` marks a modal one under any role
@@ -528,8 +542,10 @@ def _is_dialog(values: dict) -> bool:
 
 def dialog_nodes(page: PageStructure, levels: list[np.ndarray] | None = None) -> np.ndarray:
     """bool [n]: the nodes inside an ARIA dialog (a ``role`` in ``DIALOG_ROLES``, or
-    ``aria-modal="true"``), the dialog's own element included."""
-    return marked_nodes(page, _is_dialog, levels)
+    ``aria-modal="true"``), the dialog's own element included (computed once per page:
+    read-only)."""
+    return page_memo.memo(page, "dialogs", lambda: marked_nodes(
+        page, _is_dialog, levels, ("aria-modal", "role")))
 
 
 def without_dialogs(page: PageStructure, keep: np.ndarray, lengths: np.ndarray | None = None,
@@ -560,7 +576,12 @@ _SCREEN_READER_CLASS = re.compile(
 def screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None = None
                         ) -> np.ndarray:
     """bool [n]: the nodes inside an element whose class hides its text from the eye but not
-    from screen readers (``_SCREEN_READER_CLASS``), the element itself included."""
+    from screen readers (``_SCREEN_READER_CLASS``), the element itself included (computed once
+    per page: read-only)."""
+    return page_memo.memo(page, "screen_reader", lambda: _screen_reader_nodes(page, levels))
+
+
+def _screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None) -> np.ndarray:
     classes = page.class_words
     # a page repeats a few class lists many times: each distinct one is searched once
     hits = {words for words in set(classes) if words and _SCREEN_READER_CLASS.search(words)}
@@ -595,7 +616,7 @@ def _without_unless_empty(page: PageStructure, keep: np.ndarray, drop: np.ndarra
 def keeps_text(page: PageStructure, keep, lengths: np.ndarray | None = None) -> bool:
     """Whether ``keep`` holds a node that owns text (``lengths``: ``page.text_lengths()``,
     when the caller has them)."""
-    lengths = page.text_lengths() if lengths is None else lengths
+    lengths = page_memo.text_lengths(page) if lengths is None else lengths
     return bool(np.any(np.asarray(keep, dtype=bool) & (lengths > 0)))
 
 

@@ -27,10 +27,11 @@ from scrapy_grownup.graph.attribute_cues import CUE_NAMES, attribute_cues
 from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.graph.layout import LAYOUT_DIM
 from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_VERSION
+from scrapy_grownup.decisions import page_memo
 from scrapy_grownup.decisions.refine import (ADAPTIVE_BAND, CONTAINER_SHARE, block_means, block_of,
-                     check_cut_weight, page_threshold)
+                     check_cut_weight, page_blocks, page_threshold)
 from scrapy_grownup.decisions.boosted_trees import BoostedTrees
-from scrapy_grownup.page.tree import depth_levels, inherit, subtree_sum
+from scrapy_grownup.page.tree import inherit, subtree_sum
 
 __all__ = ["BLOCK_FEATURE_VERSION", "BLOCK_FEATURE_NAMES", "RESCORER_FILE", "BlockRescorer",
            "block_features", "spread_to_nodes"]
@@ -75,14 +76,14 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     nodes' mask."""
     n = page.num_nodes
     probs = np.asarray(probs, dtype=np.float64)
-    lengths = page.text_lengths().astype(np.float64)
+    lengths = page_memo.text_lengths(page).astype(np.float64)
     owners = lengths > 0
     if not owners.any():
         return (np.zeros(0, np.int64), np.zeros((0, len(BLOCK_FEATURE_NAMES)), np.float32),
                 None, owners)
-    levels = depth_levels(page.depth)
-    parent = page.parent.astype(np.int64)
-    block = block_of(page, levels)
+    levels = page_memo.levels(page)
+    parent = page_memo.parent64(page)
+    block = page_blocks(page)
     owned_block = block[owners]
     roots = np.unique(owned_block)
     m = len(roots)

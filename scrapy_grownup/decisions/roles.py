@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from scrapy_grownup.decisions import page_memo
 from scrapy_grownup.output.assembly import assemble_text
 from scrapy_grownup.page.dom import PageStructure
 
@@ -125,7 +126,7 @@ def comment_mask(page: PageStructure, keep: np.ndarray, comments: np.ndarray) ->
     texts = page.node_text
     groups: dict[int, list[int]] = {}
     comment_of = _CommentAncestors(page)
-    lengths = page.text_lengths()
+    lengths = page_memo.text_lengths(page)
     for v in np.flatnonzero(comments & ~keep & (lengths > 0)).tolist():
         marked = comment_of(v)  # first: memoized per page, and most candidates have none
         if marked < 0:
@@ -157,10 +158,10 @@ def related_link_list(page: PageStructure, related: np.ndarray) -> list[dict]:
 
     if not related.any():
         return []
-    lengths = page.text_lengths()
+    lengths = page_memo.text_lengths(page)
     cum = np.concatenate([[0], np.cumsum(lengths)])
     ends = page.subtree_end
-    links = [i for i, tag in enumerate(page.tags) if tag == "a"]
+    links = page_memo.tag_nodes(page, "a")
     titles = {}
     for i in links:
         text = " ".join(t for t in page.node_text[i:ends[i]] if t)
@@ -171,12 +172,14 @@ def related_link_list(page: PageStructure, related: np.ndarray) -> list[dict]:
     if len(titles) < MIN_RELATED_LINKS:
         return []
     named = set()  # links in a list a heading or a class names as related
+    texts, classes, ids = page.node_text, page.class_words, page.id_words
     for v in range(page.num_nodes):
-        text = page.node_text[v]
+        text = texts[v]
         heading = bool(text) and len(text.split()) <= 6 and \
             bool(_RELATED_HEADING.match(text.strip(" :»›|•-")))
-        if not heading and not _RELATED_MARKUP.search(page.class_words[v] + " " +
-                                                      page.id_words[v]):
+        # a node without class or id words has no markup to name it
+        if not heading and (not (classes[v] or ids[v])
+                            or not _RELATED_MARKUP.search(classes[v] + " " + ids[v])):
             continue
         for a in [v] + list(_ancestors(page, int(page.parent[v])))[:3]:
             inside = [j for j in titles if a <= j < ends[a] and j >= v]

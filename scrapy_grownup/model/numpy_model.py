@@ -259,11 +259,18 @@ def _range_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
     return out
 
 
-def _weighted_mean(values: np.ndarray, weights: np.ndarray, starts: np.ndarray,
+def _weighted_mean(values: np.ndarray, weights: np.ndarray | None, starts: np.ndarray,
                    ends: np.ndarray) -> np.ndarray:
-    """Per range, the ``weights``-weighted mean of the rows of ``values``."""
-    total = _range_sums(values * weights[:, None], starts, ends)
-    norm = _range_sums(weights, starts, ends)
+    """Per range, the ``weights``-weighted mean of the rows of ``values``; ``None``: float32
+    ones, without multiplying by them or summing them (the same sums: a row times 1.0 is
+    itself, and a count of ones is exact in float32)."""
+    if weights is None:
+        total = _range_sums(values if values.dtype == np.float32 else
+                            values * np.ones((len(values), 1), dtype=np.float32), starts, ends)
+        norm = (ends - starts).astype(np.float32)
+    else:
+        total = _range_sums(values * weights[:, None], starts, ends)
+        norm = _range_sums(weights, starts, ends)
     return total / np.maximum(norm, 1e-6)[:, None]
 
 
@@ -507,7 +514,8 @@ class NumpyModel:
         readout = self.genre_readout
         starts, ends = tree.ptr[:-1], tree.ptr[1:]
         struct = arrays["x_struct"].astype(np.float32, copy=False)
-        ones = np.ones_like(content)
+        # None: unweighted means (``_weighted_mean``), where ones would be float32 anyway
+        ones = None if content.dtype == np.float32 else np.ones_like(content)
         length = struct[:, readout["length_column"]] * 8.0
         has_text = np.flatnonzero(length > 0)
         table, index = self._block(arrays, "x_text")

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scrapy_grownup.decisions import page_memo
 from scrapy_grownup.page.dom import SEP_BLOCK, SEP_NONE, SEP_SPACE, PageStructure
 from scrapy_grownup.decisions.refine import content_mask, keeps_text
 
@@ -69,12 +70,11 @@ def run_separators(page: PageStructure, kept) -> np.ndarray:
 
 def pre_roots(page: PageStructure) -> list[int]:
     """The ``<pre>`` elements that are not inside another one, in document order."""
-    tags = page.tags
-    if "pre" not in tags:
+    if "pre" not in page.tags:
         return []
     roots: list[int] = []
     end = -1
-    for i in [i for i, tag in enumerate(tags) if tag == "pre"]:
+    for i in page_memo.tag_nodes(page, "pre"):
         if i >= end:
             roots.append(i)
             end = page.subtree_end[i]
@@ -169,11 +169,16 @@ def _attr_int(value: str, default: int) -> int:
 def data_tables(page: PageStructure) -> dict[int, DataTable]:
     """The page's data tables by node: no block content (``LAYOUT_CONTENT``, a nested table),
     no text outside its cells and caption, no cell over ``MAX_CELL_CHARS`` characters, and at
-    least two rows and two columns. Every other table lays out the page."""
-    tags, parent = page.tags, page.parent
-    if "table" not in tags:
+    least two rows and two columns. Every other table lays out the page. (Found once per page:
+    the result is shared, not to be changed.)"""
+    if "table" not in page.tags:
         return {}
-    tables = [i for i, t in enumerate(tags) if t == "table"]
+    return page_memo.memo(page, "data_tables", lambda: _data_tables(page))
+
+
+def _data_tables(page: PageStructure) -> dict[int, DataTable]:
+    tags, parent = page.tags, page.parent
+    tables = page_memo.tag_nodes(page, "table")
     if not tables:
         return {}
     ends = page.subtree_end

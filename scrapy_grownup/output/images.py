@@ -158,20 +158,22 @@ def content_images(page: PageStructure, keep_node_mask,
             ).tolist()
         return kept_words_before[runs.stop] - kept_words_before[runs.start]
 
+    from scrapy_grownup.decisions import page_memo
+
     in_heading = np.zeros(n, dtype=bool)
-    for i, tag in enumerate(tags):
-        if tag in _HEADINGS and not in_heading[i]:
+    for tag in _HEADINGS:
+        for i in page_memo.tag_nodes(page, tag):
             in_heading[i:end[i]] = True
+    images = page_memo.tag_nodes(page, "img")
     positions = pos.tolist()
     kept_list = kept_runs.tolist()
     parent = page.parent.tolist()
     # the last image before the first kept run: the one image before the content that may be
     # its own (a lead photo; the logos, avatars and teasers further up are not)
-    lead = max((i for i, tag in enumerate(tags) if tag == "img"
-                and bisect_right(positions, i) <= kept_list[0]), default=-1)
+    lead = max((i for i in images if bisect_right(positions, i) <= kept_list[0]), default=-1)
     out: dict[int, ContentImage] = {}
-    for i, tag in enumerate(tags):
-        if tag != "img" or in_heading[i]:
+    for i in images:
+        if in_heading[i]:
             continue
         values = page.attrs.get(i)
         if not values or _too_small(values):
@@ -191,8 +193,7 @@ def content_images(page: PageStructure, keep_node_mask,
         own = range(0)  # the image's caption: dropped text that does not count against it
         if len(runs):
             if words_before is None:
-                words_before = np.concatenate(
-                    [[0], np.cumsum([t.count(" ") + 1 for t in page.seg_text])]).tolist()
+                words_before = page_memo.words_before(page).tolist()
             words = words_before[runs.stop] - words_before[runs.start]
             if words <= CAPTION_MAX_WORDS and 2 * _link_words(page, runs, box) < words:
                 own = runs

@@ -222,7 +222,9 @@ def title(page: PageStructure, keep=None, ld: _LinkedData | None = None,
         "og:title", "twitter:title", "dc.title", "citation_title")] + [page.title]
     sources = [s for s in sources if s]
     site_names = _site_names(site, page.url)
-    others = [i for i, t in enumerate(page.tags) if t == "h1" and i != node][:5]
+    from scrapy_grownup.decisions import page_memo
+
+    others = [i for i in page_memo.tag_nodes(page, "h1") if i != node][:5]
     for candidate in ([node] if node is not None else []) + others:
         text = heading if candidate == node else node_full_text(page, candidate)
         key = _norm(text)
@@ -321,14 +323,9 @@ def headline_node(page: PageStructure, keep=None) -> int | None:
     the header or a modal's ``h1`` after the article lose), else an ``h2``/``h3`` just before
     the content. Without one: the first ``h1`` of the body.
     """
-    heads = [i for i, t in enumerate(page.tags) if t in HEADING_TAGS]
-    if not heads:
-        return None
-    first_run = {}
-    for i in heads:
-        runs = page.subtree_runs(i)
-        if len(runs) and len(node_full_text(page, i).split()) <= 40:
-            first_run[i] = int(runs[0])
+    from scrapy_grownup.decisions import page_memo
+
+    first_run = page_memo.memo(page, "headings", lambda: _heading_runs(page))
     heads = list(first_run)
     if not heads:
         return None
@@ -340,7 +337,7 @@ def headline_node(page: PageStructure, keep=None) -> int | None:
     if not len(kept_runs):
         return next((i for i in heads if page.tags[i] == "h1"), heads[0])
     start, stop = int(kept_runs[0]), int(kept_runs[-1])
-    words = np.cumsum([0] + [t.count(" ") + 1 for t in page.seg_text])  # words before run k
+    words = page_memo.words_before(page)  # words before run k
 
     def distance(i: int) -> int:
         """Words between the heading and the content start (0 for the first content run)."""
@@ -351,6 +348,20 @@ def headline_node(page: PageStructure, keep=None) -> int | None:
         return min(h1, key=distance)
     near = [i for i in heads if first_run[i] <= start and distance(i) <= 60]
     return near[-1] if near else None
+
+
+def _heading_runs(page: PageStructure) -> dict[int, int]:
+    """``headline_node``'s candidates: each heading of at most 40 words with text, by node in
+    document order, and its first run."""
+    from scrapy_grownup.decisions import page_memo
+
+    heads = sorted(i for tag in HEADING_TAGS for i in page_memo.tag_nodes(page, tag))
+    first_run = {}
+    for i in heads:
+        runs = page.subtree_runs(i)
+        if len(runs) and len(node_full_text(page, i).split()) <= 40:
+            first_run[i] = int(runs[0])
+    return first_run
 
 
 def node_full_text(page: PageStructure, node: int) -> str:
@@ -914,7 +925,14 @@ def _language_code(value) -> str | None:
 
 
 def base_url(page: PageStructure) -> str | None:
-    """The URL relative links resolve against: ``<base href>`` (itself resolved), else the URL."""
+    """The URL relative links resolve against: ``<base href>`` (itself resolved), else the URL
+    (found once per page)."""
+    from scrapy_grownup.decisions import page_memo
+
+    return page_memo.memo(page, "base_url", lambda: (_base_url(page),))[0]
+
+
+def _base_url(page: PageStructure) -> str | None:
     for i, values in page.attrs.items():
         if page.tags[i] == "base" and values.get("href"):
             return join_url(page.url, values["href"]) or page.url  # a bad href is ignored
