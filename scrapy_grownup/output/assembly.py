@@ -161,7 +161,9 @@ class DataTable:
     header: bool  # the first row is a header (in ``thead``, or all ``th``)
 
 
-def _attr_int(value: str, default: int) -> int:
+def attr_int(value: str, default: int) -> int:
+    """A whole-number attribute (``start``, ``colspan``): ASCII digits only (``"²"`` passes
+    ``isdigit()`` but not ``int()``), at most 9 of them; anything else gives ``default``."""
     value = value.strip()
     return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else default
 
@@ -218,7 +220,7 @@ def _data_tables(page: PageStructure) -> dict[int, DataTable]:
                                   or all(tags[c] == "th" for c in first))
         out[v] = DataTable(
             node=v, caption=caption, header=header,
-            rows=[[(c, min(max(_attr_int((page.attrs.get(c) or {}).get("colspan", ""), 1), 1),
+            rows=[[(c, min(max(attr_int((page.attrs.get(c) or {}).get("colspan", ""), 1), 1),
                                20)) for c in cells] for cells in grid])
     return out
 

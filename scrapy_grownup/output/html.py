@@ -20,8 +20,8 @@ import html as html_lib
 import re
 from typing import NamedTuple
 
-from scrapy_grownup.output.assembly import pre_text
-from scrapy_grownup.output.markdown import _BLOCK, _FLOW, _LANGUAGE, _LINE, _Renderer, _attr_int
+from scrapy_grownup.output.assembly import attr_int, pre_text
+from scrapy_grownup.output.markdown import _BLOCK, _FLOW, _LANGUAGE, _LINE, _Renderer
 from scrapy_grownup.page.dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.urls import join_url
@@ -226,7 +226,7 @@ class _HtmlRenderer(_Renderer):
         tag = "ol" if self.tags[v] == "ol" else "ul"
         start = ""
         if tag == "ol":
-            number = _attr_int((self.page.attrs.get(v) or {}).get("start", ""), 1)
+            number = attr_int((self.page.attrs.get(v) or {}).get("start", ""), 1)
             start = f" start=\"{number}\"" if number != 1 else ""
         items: list[str] = []
         loose: list[str] = []  # text that sits directly in the list element

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scrapy_grownup.output.assembly import data_tables, pre_text, run_separators
+from scrapy_grownup.output.assembly import attr_int, data_tables, pre_text, run_separators
 from scrapy_grownup.page.dom import SEP_BLOCK, SEP_SPACE, PageStructure
 from scrapy_grownup.page.tags import BLOCK_TAGS
 from scrapy_grownup.page.urls import join_url
@@ -276,7 +276,7 @@ class _Renderer:
         ordered = self.tags[v] == "ol"
         number = 1
         if ordered:
-            number = _attr_int((self.page.attrs.get(v) or {}).get("start", ""), 1)
+            number = attr_int((self.page.attrs.get(v) or {}).get("start", ""), 1)
         blocks: list[str] = []  # lists, and text that sits directly in the list element
         items: list[str] = []
         text: list[str] = []
@@ -372,13 +372,6 @@ class _Renderer:
 
 # ----------------------------------------------------------------------------------------------
 # Text helpers
-
-def _attr_int(value: str, default: int) -> int:
-    """A whole-number attribute (``start``, ``colspan``): ASCII digits only (``"²"`` passes
-    ``isdigit()`` but not ``int()``), at most 9 of them; anything else gives ``default``."""
-    value = value.strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else default
-
 
 def _finish(text: str, paragraph: str) -> str:
     """Resolve placeholders: element or flow boundaries become ``paragraph``, ``<br>`` a newline."""
