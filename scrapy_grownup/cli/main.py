@@ -971,11 +971,9 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
                         "models, and it leaves the other cores to other work)")
 
 
-# The precision / recall presets of ``extract``, measured with the shipped fast's recipe (block
-# rescorer included) in the nested site-grouped cross-validation (docs/accuracy.md, "Block
-# rescorer"; bag-of-words P / R, default 88.2 / 91.7): keeping only the largest content group buys
-# precision (89.4 / 85.3), a fixed threshold of 0.2 on the rescored blocks recall (85.5 / 93.8).
-from scrapy_grownup.decisions.refine import RECALL_THRESHOLD  # noqa: E402 - with the presets' measurements
+# The precision / recall presets of ``extract``; what each costs and buys is measured in the
+# docs (docs/cli.md, and the research log's accuracy page).
+from scrapy_grownup.decisions.refine import RECALL_THRESHOLD  # noqa: E402 - beside the presets
 
 
 def _version() -> str:
