@@ -36,11 +36,10 @@ PAGE_TYPE_VERSION = "1"  # the vectoriser: PAGE_CHARS, terms, idf
 _WORD = re.compile(r"\b\w\w+\b")
 PAGE_CHARS = 6_000
 # The score (the softmax of the classifier's margins) below which its page type is not reported:
-# ``Article.page_type`` is None there, ``page_type_score`` kept. Out of fold over sites on the
-# 1,129 wcxb_dev pages (``fast``), the 9.8% of pages scored under 0.28 get their type right
-# 46.8% of the time (41% between 0.26 and 0.28), those above it 91.4% (76% between 0.28 and
-# 0.30): docs/research/page-type-classifier.md, "How far the score can be trusted";
-# ``python benchmarks/page_type_reliability.py``.
+# ``Article.page_type`` is None there, ``page_type_score`` kept. Chosen out of fold over sites on
+# wcxb_dev: below it a page's type is about as often wrong as right (docs/research/
+# page-type-classifier.md, "How far the score can be trusted";
+# ``python benchmarks/page_type_reliability.py``).
 RELIABLE_SCORE = 0.28
 
 

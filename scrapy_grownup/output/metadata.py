@@ -810,7 +810,7 @@ def _byline_date(page: PageStructure, keep, head: int | None) -> str | None:
 # ----------------------------------------------------------------------------------------------
 # Language, canonical URL, site name
 
-# Detection (py3langid) on this many characters of the content: ~2.5 ms a page.
+# Detection (py3langid) reads this many characters of the content: its cost grows with them.
 LANGUAGE_SAMPLE_CHARS = 2000
 # With no declared language, the detected one is taken at this probability or above.
 DETECTED_MIN_PROBABILITY = 0.9
