@@ -19,6 +19,7 @@ defaults); only the in-process ``extract`` measurement is pinned to one thread.
 
     python benchmarks/cost.py [--only extract cli jobs crawl projection] [--pages N]
                               [--rounds R] [--site-pages N] [--repeat K] [--cores 16]
+                              [--model fast] [--model-process]
 """
 
 from __future__ import annotations
@@ -270,14 +271,16 @@ def measure_crawl(args) -> dict | None:
         return None
     settings = {
         "scrapy": {"ITEM_PIPELINES": {}},
-        "addon": {"ADDONS": {"scrapy_grownup.Addon": 500}, "GROWNUP_MODEL": "fast"},
+        "addon": {"ADDONS": {"scrapy_grownup.Addon": 500}, "GROWNUP_MODEL": args.model,
+                  **({"GROWNUP_MODEL_PROCESS": True} if args.model_process else {})},
     }
     runs: dict[str, list[dict]] = {name: [] for name in settings}
     with served_site(pages) as (tmp, start_url):
         for _ in range(args.repeat):  # interleaved, so load changes hit both alike
             for name, values in settings.items():
                 runs[name].append(crawl_once(tmp, start_url, values))
-    line = {"benchmark": "crawl", "pages": len(pages), "repeat": args.repeat}
+    line = {"benchmark": "crawl", "pages": len(pages), "repeat": args.repeat,
+            "model": args.model, "model_process": args.model_process}
     for name, values in runs.items():
         line[f"{name}_seconds"] = round(statistics.median(r["seconds"] for r in values), 3)
         line[f"{name}_runs_s"] = [round(r["seconds"], 3) for r in values]
@@ -333,6 +336,10 @@ def main() -> int:
                         help="jobs and crawl: real pages (Dragnet test and wcxb_dev in turn)")
     parser.add_argument("--repeat", type=int, default=3, help="jobs and crawl: runs of each")
     parser.add_argument("--cores", type=int, default=16, help="projection: cores")
+    parser.add_argument("--model", default="fast", help="crawl: GROWNUP_MODEL of the add-on")
+    parser.add_argument("--model-process", action="store_true",
+                        help="crawl: GROWNUP_MODEL_PROCESS = True (the workers share a model "
+                             "process, as on a GPU), not the page workers holding the model")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -26,15 +26,15 @@ logger = logging.getLogger(__name__)
 MODELS_DIR = Path(__file__).parent / "assets" / "models"
 # What the name "default" loads: the most accurate shipped model. ``minilm``, retrained with
 # ``fast``'s recipe on the modern sets, leads ``fast`` across unseen sites once both have their
-# block rescorer (README, Accuracy), but embeds under a page a second on a CPU core: ``auto``
+# block rescorer (docs/accuracy.md), but embeds under a page a second on a CPU core: ``auto``
 # (what ``from_pretrained()``, ``grownup extract`` and the add-on load unless told) therefore
 # takes it on a GPU only.
 DEFAULT_MODEL = "minilm"
 OUTPUT_FORMATS = ("text", "markdown")
 RUNTIMES = ("auto", "numpy", "torch")
-# Node budget of one model call on a CPU (``batch_nodes`` still caps it): measured on the Dragnet
-# test pages, one core, the fast model takes ~25% less time per node at 4k nodes than at 40k.
-CPU_BATCH_NODES = 4096
+# Node budget of one model call on a CPU (``batch_nodes`` still caps it): a batch whose
+# activations stay in the core's caches costs less per node (docs/research/speed-log.md).
+CPU_BATCH_NODES = 2048
 
 
 def shipped_models() -> list[str]:
@@ -176,7 +176,7 @@ class ArticleExtractor:
                  threshold: float = 0.5, refine: bool = False, batch_nodes: int = 40_000,
                  output_format: str = "text", threads: int | None = DEFAULT_THREADS,
                  adaptive: bool = True, rescorer=None):
-        if getattr(model, "runtime", "torch") == "numpy":
+        if getattr(model, "runtime", "torch") in ("numpy", "none"):  # "none": a ModelCard
             if device not in (None, "cpu"):
                 raise ValueError(f"a numpy model runs on the CPU, not on {device!r}")
             self.device = "cpu"
@@ -235,25 +235,49 @@ class ArticleExtractor:
                         adaptive: bool | None = None,
                         rescore: bool | None = None,
                         runtime: str = "auto") -> "ArticleExtractor":
-        """Load a shipped model (``"auto"``, the default: ``default`` on a GPU, ``fast`` on a
-        CPU; ``"default"``, the most accurate, ``minilm``; ``"fast"``; ``"minilm"``) or a
-        directory, offline.
+        """Load a shipped model or a model directory, offline.
 
         The model's recorded encoder, encoder weights version and feature version must match
-        what this installation computes; otherwise ``ModelLoadError`` says which differs.
-        ``output_format="markdown"`` puts ``Article.markdown`` in ``Article.text`` too.
-        ``threshold``: without one, each page gets its own cut-off near the model's threshold
-        (``adaptive``, measured better across sites); a threshold given is used exactly
-        (``adaptive=True`` makes it the centre of the adaptive band instead).
-        ``threads``: torch intra-op threads while the model runs (one by default, what small
-        per-page models run best on; set for each call and restored afterwards, see
-        ``scrapy_grownup.model.threads``); ``None`` leaves torch's own setting alone.
-        ``rescore``: whether the model's block rescorer (``block_rescorer.npz``, when it has
-        one) rescores each block from its context; without a ``threshold``, its own cut-off
-        is used. ``True`` for a model without one raises ``ModelLoadError``.
-        ``runtime``: what runs the model's forward pass: ``"numpy"`` (CPU only, no torch
-        import; models without Transformer blocks), ``"torch"``, or ``"auto"``: numpy where the
-        model runs on a CPU and numpy supports it, else torch.
+        what this installation computes, so that a model never reads features it was not
+        trained on.
+
+        Args:
+            name_or_path: ``"auto"`` (``default`` on a GPU, ``fast`` on a CPU), ``"default"``
+                (the most accurate shipped model, ``minilm``), ``"fast"``, ``"minilm"``, or a
+                directory written by ``grownup train``.
+            device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"mps"``...; ``None``: CUDA where
+                there is one, else the CPU.
+            threshold: the content probability a block needs, used exactly. ``None``: each
+                page gets its own cut-off near the model's threshold (``adaptive``), which
+                holds up better on sites the model never saw.
+            refine: keep only the largest contiguous group of content; ``None``: the model's
+                own choice.
+            limits: caps on a page's bytes, nodes and depth (``PageLimits()`` by default).
+            output_format: ``"text"``, or ``"markdown"`` to put ``Article.markdown`` in
+                ``Article.text`` too.
+            threads: torch intra-op threads while the model runs, set for each call and
+                restored afterwards (small per-page models run best on one); ``None`` leaves
+                torch's own setting alone.
+            adaptive: with a ``threshold``, ``True`` makes it the centre of the per-page
+                adaptive band instead of an exact cut-off.
+            rescore: whether the model's block rescorer (``block_rescorer.npz``) rescores each
+                block from its context; ``None``: where the model has one. Without a
+                ``threshold``, the rescorer's own cut-off is used.
+            runtime: what runs the forward pass: ``"numpy"`` (CPU only, no torch import;
+                models without Transformer blocks), ``"torch"``, or ``"auto"`` (numpy where
+                the model runs on a CPU and numpy supports it, else torch).
+
+        Returns:
+            An extractor ready for ``extract`` and ``extract_batch``.
+
+        Raises:
+            ModelLoadError: the model is neither shipped nor a directory, a file is missing or
+                corrupt, its encoder or feature version differs from this installation's
+                (the message says which), ``rescore=True`` for a model without a rescorer, or
+                ``runtime="numpy"`` where numpy cannot run it.
+            OptionError: an argument holds a value it cannot take (also a ``ValueError``).
+            TypeError: an argument is not of a type it takes.
+            DeviceError: the device asked for is not there.
         """
         from scrapy_grownup.encoders import get_encoder
         from scrapy_grownup.graph.featurizer import FEATURE_VERSION, Featurizer
@@ -284,6 +308,42 @@ class ArticleExtractor:
         model = model_class.from_pretrained(
             directory, expected_encoder=config.encoder, expected_feature_version=FEATURE_VERSION,
             expected_input_blocks=featurizer.blocks, **numpy_options)
+        return cls._assemble(model, featurizer, directory, doc, str(name_or_path), device,
+                             threshold, refine, output_format, threads, adaptive, rescore)
+
+    @classmethod
+    def for_articles(cls, name_or_path: str | Path = "auto", device: str | None = None,
+                     threshold: float | None = None, refine: bool | None = None,
+                     limits: PageLimits | None = None, output_format: str = "text",
+                     adaptive: bool | None = None,
+                     rescore: bool | None = None) -> "ArticleExtractor":
+        """The page side of ``from_pretrained``'s extractor (same arguments): ``page_inputs``
+        and ``articles_from_outputs`` (decisions, rescorer, page-type classifier, confidence)
+        without the text encoder or the network (a ``ModelCard`` in its place), for outputs
+        that ``batch_outputs`` computed elsewhere. A crawl's page workers hold one each, the
+        model process the whole extractor: no worker loads the weights, torch or MiniLM."""
+        from scrapy_grownup.graph.featurizer import Featurizer
+        from scrapy_grownup.model.card import ModelCard
+        from scrapy_grownup.model.files import read_model_config
+
+        check_options(name_or_path=name_or_path, device=device, threshold=threshold,
+                      refine=refine, limits=limits, output_format=output_format,
+                      threads=None, adaptive=adaptive, rescore=rescore, runtime="auto")
+        if name_or_path == "auto":
+            name_or_path = auto_model(device, warn=False)
+        directory = resolve_model_dir(name_or_path)
+        config, doc = read_model_config(directory)
+        featurizer = Featurizer.for_blocks(None, config.input_blocks, limits)
+        return cls._assemble(ModelCard(config), featurizer, directory, doc, str(name_or_path),
+                             None, threshold, refine, output_format, None, adaptive, rescore)
+
+    @classmethod
+    def _assemble(cls, model, featurizer, directory: Path, doc: dict, name: str,
+                  device: str | None, threshold: float | None, refine: bool | None,
+                  output_format: str, threads: int | None, adaptive: bool | None,
+                  rescore: bool | None) -> "ArticleExtractor":
+        """The extractor of a loaded model (or ``ModelCard``) with the model directory's
+        inference defaults, block rescorer, page-type classifier and confidence model."""
         options = (doc.get("metadata") or {}).get("inference", {})
         version = (doc.get("weights_sha256") or "")[:12]
         rescorer = load_rescorer(directory, rescore)
@@ -292,7 +352,7 @@ class ArticleExtractor:
             threshold = rescorer.cut if rescorer is not None else options.get("threshold", 0.5)
             adaptive = True if adaptive is None else adaptive
         extractor = cls(model, featurizer,
-                        name=str(name_or_path),
+                        name=name,
                         device=device,
                         threshold=threshold,
                         refine=options.get("refine", False) if refine is None else refine,
@@ -308,22 +368,50 @@ class ArticleExtractor:
     # -- extraction -----------------------------------------------------------------------------
     def extract(self, html: bytes | str, url: str | None = None,
                 content_type: str | None = None) -> Article:
-        """The article of one page; raises ``GrownupError`` (and no other type) for a page
-        that gives none: ``NotHTMLError``, ``EmptyPageError``, ``ParseError``, ``ModelError``,
-        ``ArticleError``."""
+        """Extract the article of one page.
+
+        Args:
+            html: the page's bytes as received (the charset is found from ``content_type``,
+                the document, or the bytes), or its decoded text.
+            url: the page's URL: it resolves relative links and images and feeds the page type.
+            content_type: the HTTP ``Content-Type`` header, when there is one.
+
+        Returns:
+            The page's article: text, Markdown, title, metadata and page type.
+
+        Raises:
+            GrownupError: the page gives no article, and no other type is raised for a bad
+                page: ``NotHTMLError`` (not an HTML document), ``EmptyPageError`` (no
+                element), ``ParseError``, ``ModelError`` or ``ArticleError`` (a bug hit in that
+                step; the message names the original error).
+            TypeError: an argument is not of a type it takes.
+        """
         check_page_arguments(html, url, content_type)
         page = parse_page(html, url=url, content_type=content_type, limits=self.featurizer.limits)
         return self.articles([page])[0]
 
     def extract_batch(self, items: Iterable[tuple], errors: str = "raise"
                       ) -> list[Article | None]:
-        """Articles of ``(html, url)`` or ``(html, url, content_type)`` tuples (or bare
-        ``html`` strings or bytes, no URL), in order.
+        """Extract the articles of many pages, batched by a node budget.
 
-        ``errors="raise"`` raises the first bad page's ``GrownupError``; ``"skip"`` logs it and
-        puts ``None`` in its place, so the output stays aligned with the input. Either way a
-        page's failure (parsing, the model, metadata, text) is its own: with ``"skip"`` every
-        other page still gets its article.
+        A page's failure (parsing, the model, metadata, text) is its own: with
+        ``errors="skip"`` every other page still gets its article.
+
+        Args:
+            items: ``(html, url)`` or ``(html, url, content_type)`` tuples, or bare ``html``
+                strings or bytes (no URL); see ``extract``.
+            errors: ``"raise"`` raises the first bad page's error; ``"skip"`` logs it and puts
+                ``None`` in its place.
+
+        Returns:
+            One article per item, in order (``None`` for a skipped page), so the output stays
+            aligned with the input.
+
+        Raises:
+            GrownupError: with ``errors="raise"``, the first page that gives no article (the
+                types ``extract`` raises).
+            TypeError: an item holds an argument of a type ``extract`` does not take.
+            ValueError: ``errors`` is neither ``"raise"`` nor ``"skip"``.
         """
         if errors not in ("raise", "skip"):
             raise ValueError("errors must be 'raise' or 'skip'")
@@ -372,7 +460,12 @@ class ArticleExtractor:
         article is about to be pickled), Markdown are built on their own, an unexpected failure
         becoming that page's ``ArticleError``. ``page_guard(page)``, when given, is a context
         manager around each page's own part (the crawl's time budget: ``model_process``)."""
-        outputs = self.predict(pages)
+        return self._page_articles(pages, self.predict(pages), build_markdown, page_guard)
+
+    def _page_articles(self, pages: Sequence[PageStructure], outputs: list[dict],
+                       build_markdown: bool, page_guard: Callable | None
+                       ) -> list[Article | GrownupError]:
+        """Each page's article from its ``predict`` outputs, its failure its own."""
         results: list[Article | GrownupError] = []
         for page, o in zip(pages, outputs):
             try:
@@ -398,10 +491,7 @@ class ArticleExtractor:
         def make_batch(ids):
             return self.featurizer.batch([pages[i] for i in ids])
 
-        budget = self.batch_nodes
-        if str(self.device).startswith("cpu"):
-            # On a CPU, batches that stay in the caches run faster per node than big ones.
-            budget = min(budget, CPU_BATCH_NODES)
+        budget = self.node_budget
         if getattr(self.model, "runtime", "torch") == "numpy":
             outputs = numpy_probabilities(self.model, pages, self.featurizer, budget,
                                           self.threads)
@@ -412,6 +502,62 @@ class ArticleExtractor:
         if self.page_type is not None:
             page_type_probabilities(self.page_type, pages, outputs)
         return outputs
+
+    @property
+    def node_budget(self) -> int:
+        """Nodes of one model call: ``batch_nodes``, on a CPU at most ``CPU_BATCH_NODES``
+        (batches that stay in the caches run faster per node than big ones)."""
+        if str(self.device).startswith("cpu"):
+            return min(self.batch_nodes, CPU_BATCH_NODES)
+        return self.batch_nodes
+
+    # -- predict and article_results split where a crawl runs them: a page's inputs and its
+    # article where the page is (a page worker), the model's outputs of many pages elsewhere
+    def page_inputs(self, page: PageStructure):
+        """What the model reads of ``page`` (``graph.page_inputs.PageInputs``): compact
+        arrays and the distinct strings of each text block, for ``batch_outputs``."""
+        from scrapy_grownup.graph.page_inputs import page_inputs
+
+        return page_inputs(page, self.featurizer.layout, self.featurizer.repetition,
+                           signals=bool(self.model.config.genre_signals))
+
+    def batch_outputs(self, inputs: Sequence) -> list[dict]:
+        """Per page of ``inputs`` (``page_inputs``), what ``predict`` returns before the
+        page-type classifier (``articles_from_outputs`` applies it, where the page is): the
+        strings of all pages encoded at once (the encoder's cache), the pages batched by
+        ``node_budget``, the forward pass and the heads. A failure propagates, as
+        ``predict``'s (``run_split_on_oom`` halves the batch or isolates the page)."""
+        from scrapy_grownup.graph.batching import node_budget_batches
+        from scrapy_grownup.graph.page_inputs import batch_inputs
+
+        def arrays(ids):
+            return batch_inputs([inputs[i] for i in ids], self.featurizer.encoder)
+
+        sizes = [page.num_nodes for page in inputs]
+        if getattr(self.model, "runtime", "torch") == "numpy":
+            from scrapy_grownup.model.threads import blas_threads
+
+            out: list = [None] * len(inputs)
+            with blas_threads(self.threads):
+                for ids in node_budget_batches(sizes, self.node_budget):
+                    for i, result in zip(ids, self.model.predict(arrays(ids))):
+                        out[i] = result
+            return out
+        from scrapy_grownup.graph.featurizer import graph_batch
+
+        with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
+            return node_probabilities(self.model, sizes, lambda ids: graph_batch(arrays(ids)),
+                                      self.node_budget, self.device, heads=True)
+
+    def articles_from_outputs(self, pages: Sequence[PageStructure], outputs: list[dict],
+                              build_markdown: bool = False, page_guard: Callable | None = None
+                              ) -> list[Article | GrownupError]:
+        """``article_results`` of ``pages`` from their ``batch_outputs``: the page-type
+        classifier's page types first (as ``predict`` gives them), then each page's article
+        on its own."""
+        if self.page_type is not None:
+            page_type_probabilities(self.page_type, pages, outputs)
+        return self._page_articles(pages, outputs, build_markdown, page_guard)
 
     def article(self, page: PageStructure, scores: np.ndarray,
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
@@ -425,9 +571,12 @@ class ArticleExtractor:
             if self.rescorer is not None else \
             model_article(page, scores, self.threshold, **options)
         keep = choice.keep
-        heads = head_fields(page, outputs, self.model.genre_names, self.model.role_names) \
+        roles = outputs.get("roles") if outputs is not None else None
+        # role_fields below replaces the role head's plain fields: they are not built
+        heads = head_fields(page, outputs if roles is None else {**outputs, "roles": None},
+                            self.model.genre_names, self.model.role_names) \
             if outputs is not None else {}
-        if outputs is not None and outputs.get("roles") is not None:
+        if roles is not None:
             from scrapy_grownup.decisions.roles import role_fields
 
             # comments and related links only where they are what their names say
@@ -567,8 +716,8 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
 
     out: list = [None] * len(sizes)
     if any(module.training for module in model.modules()):
-        # eval() walks every submodule through nn.Module.__setattr__: ~0.3 ms a call, paid
-        # per page by the extractor, whose model is in eval mode from the start
+        # eval() walks every submodule through nn.Module.__setattr__, a cost paid per page by
+        # the extractor, whose model is in eval mode from the start
         model.eval()
     with torch.inference_mode():
         for ids in node_budget_batches(sizes, batch_nodes):

@@ -145,26 +145,12 @@ def _warn_not_featurized(request: Request, response: Response) -> None:
 
 
 async def _article(runtime, request: Request, page) -> GrownupArticleFields:
-    """The article of a started page, as ``ArticlePipeline`` gets it: built in a page worker,
-    or by the model process in a micro-batch (with the request's ``meta["grownup"]``
-    extraction overrides)."""
-    from scrapy_grownup.crawl.page_worker import ExtractedPage
-
-    parsed = await page
+    """The article of a started page, as ``ArticlePipeline`` gets it from its page worker
+    (which got the request's ``meta["grownup"]`` extraction overrides with the body)."""
+    extracted = await page
     runtime.inc("pages_featurized")
-    if isinstance(parsed, ExtractedPage):  # a page worker built the article
-        runtime.count_worker_article(1000.0 * parsed.article_seconds)
-        article = parsed.article
-    else:
-        options = getattr(runtime, "request_options", {}).get(request)
-        extraction = getattr(options, "extraction", None)
-        if extraction:
-            from scrapy_grownup.crawl.model_process import PageOptions
-
-            parsed = PageOptions(parsed, extraction)
-        runtime.max_stat("queue_depth_max", runtime.batcher.queue_depth + 1)
-        article = await runtime.batcher.article(parsed)
-        runtime.record_batch_stats()
+    runtime.count_article(extracted)
+    article = extracted.article
     if article.text_source:
         runtime.inc(f"text_source/{article.text_source}")
     return article

@@ -121,6 +121,42 @@ def crashing_parse(body: bytes, url: str, content_type, limits, derive=()):
     return parse_in_worker(body, url, content_type, limits, derive)
 
 
+SLOW_MARK = "SLOW-IN-THE-ARTICLE-STAGE"
+
+
+def slow_on_the_marked_page(original, seconds: float):
+    """``original`` (a stage reading a page), sleeping ``seconds`` first on a page holding
+    ``SLOW_MARK``."""
+    def stage(page, *args, **kwargs):
+        if any(SLOW_MARK in text for text in page.seg_text):
+            time.sleep(seconds)
+        return original(page, *args, **kwargs)
+    return stage
+
+
+def slow_stage_worker(stage: str, seconds: float, *args) -> None:
+    """Initializer of a page worker (``page_worker.model_server_worker(*args)``) in which the
+    ``stage`` of a page holding ``SLOW_MARK`` sleeps ``seconds``: "markdown", "metadata",
+    "parse+markdown" (each of the two), or "none"."""
+    import scrapy_grownup.output.markdown as markdown
+    import scrapy_grownup.output.metadata as metadata
+    from scrapy_grownup.crawl import page_worker
+
+    page_worker.model_server_worker(*args)
+    if "markdown" in stage:
+        markdown.to_markdown = slow_on_the_marked_page(markdown.to_markdown, seconds)
+    if stage == "metadata":
+        metadata.extract_metadata = slow_on_the_marked_page(metadata.extract_metadata, seconds)
+    if "parse" in stage:
+        parse = page_worker.parse_page
+
+        def slow_parse(body, *a, **kw):
+            if SLOW_MARK.encode() in body:
+                time.sleep(seconds)
+            return parse(body, *a, **kw)
+        page_worker.parse_page = slow_parse
+
+
 def hanging_parse(body: bytes, url: str, content_type, limits, derive=()):
     """A worker ``parse`` for time-budget tests: inside the budgeted ``parse_page`` call,
     ``hang-python:`` loops in Python forever (the worker's alarm ends it), ``hang-blocked:``

@@ -123,96 +123,136 @@ def test_hanging_pages_are_timeout_drops_and_huge_bodies_are_cut_in_the_reactor(
 
 
 # -- the budget covers the page's article too (issue 55) -----------------------------------------
-# Unit-level: the model process's side, ``score_articles``, run here. A stage that sleeps far
-# longer than the budget on one marked page stands for a pathological page (before, only the
-# parse had a budget: the article's metadata, text and Markdown ran for as long as they took).
-SLOW_MARK = "SLOW-IN-THE-ARTICLE-STAGE"
+# Unit-level: a page worker whose forward passes run in a model server (``page_worker.
+# extract_with_model_server``), the server on a thread here. A stage that sleeps far longer than
+# the budget on one marked page stands for a pathological page (before, only the parse had a
+# budget: the article's metadata, text and Markdown ran for as long as they took).
 BUDGET = 2.0   # the story pages' own article takes a small fraction of it, even on a loaded box
 SLEEP = 30.0   # what the marked page's stage would take without the budget
 
 
 @pytest.fixture
-def model_state():
+def model_server():
+    """A model server (``fast``) on a thread of this process: ``(address, authkey)``."""
+    import os
+    import tempfile
+    import threading
+
     from scrapy_grownup.crawl import model_process
+    from scrapy_grownup.crawl.model_server import serve
     from scrapy_grownup.page.limits import PageLimits
 
-    def load(page_timeout):
-        model_process.load_extractor("fast", "cpu", PageLimits(), None, 1,
-                                     page_timeout=page_timeout)
-        model_process.loaded_extractor()  # raises the load error, if any
-        return model_process
-
-    yield load
+    address = os.path.join(tempfile.mkdtemp(prefix="grownup-test-"), "model.sock")
+    authkey, started, servers = os.urandom(16), threading.Event(), []
+    threading.Thread(target=serve, args=(address, authkey, ("fast", "cpu", PageLimits(), None, 1),
+                                         32, 40_000, 0.0, started, servers), daemon=True).start()
+    assert started.wait(120)
+    yield address, authkey
+    servers[0].stop()
     model_process._state.clear()
 
 
-def _parsed_pages(spent: float = 0.0):
-    from scrapy_grownup.crawl.workers import ParsedPage
-    from scrapy_grownup.page.dom import parse_page
+def _pages() -> list[tuple[str, bytes]]:
+    from tests.crawl_support import SLOW_MARK
 
     ok = article_page(1, variant=0)[0]
     slow = article_page(2, variant=1)[0].replace("</main>", f"<p>{SLOW_MARK}</p></main>")
-    return [ParsedPage(parse_page(html, url=f"http://news.test/{k}.html"), spent)
-            for k, html in enumerate((ok, slow))]
+    return [(f"http://news.test/{k}.html", html.encode()) for k, html in enumerate((ok, slow))]
 
 
-def _slow_on_the_marked_page(original, seconds: float = SLEEP):
-    def stage(page, *args, **kwargs):
-        if any(SLOW_MARK in text for text in page.seg_text):
-            time.sleep(seconds)
-        return original(page, *args, **kwargs)
-    return stage
+def _extract_in_a_worker(model_server, stage: str, seconds: float, budget: float = BUDGET):
+    """Both pages through ``extract_with_model_server`` in a spawned page worker whose
+    ``stage`` sleeps ``seconds`` on the marked page: per page its result or error, and the
+    seconds the marked one took."""
+    import asyncio
+
+    from scrapy_grownup.crawl.page_worker import extract_with_model_server
+    from scrapy_grownup.crawl.workers import ProcessPool
+    from scrapy_grownup.page.limits import PageLimits
+    from tests.crawl_support import slow_stage_worker
+
+    pool = ProcessPool(1, "featurization", initializer=slow_stage_worker,
+                       initargs=(stage, seconds, budget, *model_server, "fast", PageLimits()))
+
+    async def extract(url, body):
+        start = time.perf_counter()
+        try:
+            result = await pool.call(extract_with_model_server, body, url, "text/html",
+                                     PageLimits())
+        except Exception as exc:  # noqa: BLE001 - the page's error is the result
+            result = exc
+        return result, time.perf_counter() - start
+
+    async def main():
+        await extract(*_pages()[0])  # the worker starts (imports, set-up): not timed
+        return [await extract(url, body) for url, body in _pages()]
+
+    try:
+        return asyncio.run(main())
+    finally:
+        pool.close()
 
 
 @pytest.mark.parametrize("stage", ["markdown", "metadata"])
-def test_a_page_whose_article_runs_past_its_budget_is_a_timeout(model_state, monkeypatch, stage):
+def test_a_page_whose_article_runs_past_its_budget_is_a_timeout(model_server, stage):
     """The marked page's Markdown (or metadata) would take 30 s: with a 2 s budget it is a
-    ``PageTimeoutError`` (the crawl's counted ``timeout`` drop) after about 2 s, and its
-    batch-mate is an article."""
-    import scrapy_grownup.output.markdown as markdown
-    import scrapy_grownup.output.metadata as metadata
+    ``PageTimeoutError`` (the crawl's counted ``timeout`` drop) after about 2 s, and the other
+    page is an article."""
     from scrapy_grownup.crawl.pipelines import drop_reason
     from scrapy_grownup.crawl.workers import PageTimeoutError
-    from scrapy_grownup.output.article import Article
 
-    module, name = (markdown, "to_markdown") if stage == "markdown" else \
-        (metadata, "extract_metadata")
-    monkeypatch.setattr(module, name, _slow_on_the_marked_page(getattr(module, name)))
-    model_process = model_state(BUDGET)
-    start = time.perf_counter()
-    results, _ = model_process.score_articles(_parsed_pages())
-    seconds = time.perf_counter() - start
-    assert isinstance(results[0], Article) and results[0].markdown
-    assert isinstance(results[1], PageTimeoutError), results[1]
-    assert "GROWNUP_PAGE_TIMEOUT" in str(results[1]) and drop_reason(results[1]) == "timeout"
+    (ok, _), (slow, seconds) = _extract_in_a_worker(model_server, stage, SLEEP)
+    assert ok.article.markdown and ok.batch is not None
+    assert isinstance(slow, PageTimeoutError), slow
+    assert "GROWNUP_PAGE_TIMEOUT" in str(slow) and drop_reason(slow) == "timeout"
     assert seconds < SLEEP / 2, seconds  # interrupted at the budget, not slept through
 
 
-def test_the_parse_time_counts_against_the_same_budget(model_state):
-    """A page whose parsing already took the whole budget has none left for its article."""
+def test_the_parse_time_counts_against_the_same_budget(model_server):
+    """A parse and an article that each take 60% of the budget make a page past it."""
     from scrapy_grownup.crawl.workers import PageTimeoutError
 
-    model_process = model_state(BUDGET)
-    results, _ = model_process.score_articles(_parsed_pages(spent=BUDGET + 0.5))
-    assert all(isinstance(r, PageTimeoutError) for r in results), results
-    model_process._state["page_timeout"] = None  # no budget: the same pages are articles
-    results, _ = model_process.score_articles(_parsed_pages(spent=BUDGET + 0.5))
-    assert not any(isinstance(r, PageTimeoutError) for r in results), results
+    (ok, _), (slow, _) = _extract_in_a_worker(model_server, "parse+markdown", 0.6 * BUDGET)
+    assert ok.article.text and isinstance(slow, PageTimeoutError), slow
+    (ok, _), (slow, _) = _extract_in_a_worker(model_server, "markdown", 0.6 * BUDGET)
+    assert ok.article.text and slow.article.text  # one stage alone fits
 
 
-def test_on_a_thread_the_budget_is_checked_when_the_article_is_done(model_state, monkeypatch):
-    """With ``GROWNUP_MODEL_PROCESS`` off the model runs on a thread, where no signal arrives:
-    a page past its budget is still the same ``timeout``, found once its article is built."""
+def test_the_wait_for_the_forward_pass_counts_for_no_page(model_server, monkeypatch):
+    """The model server's batch, shared by pages, takes longer than the budget: no page is
+    past its own."""
+    from scrapy_grownup.extractor import ArticleExtractor
+
+    real = ArticleExtractor.batch_outputs
+
+    def slow_batch(self, inputs):
+        time.sleep(BUDGET + 0.5)
+        return real(self, inputs)
+
+    monkeypatch.setattr(ArticleExtractor, "batch_outputs", slow_batch)  # the server's, here
+    (ok, _), (other, _) = _extract_in_a_worker(model_server, "none", 0.0)
+    assert ok.article.text and other.article.text
+
+
+def test_on_a_thread_the_budget_is_checked_when_the_article_is_done(model_server, monkeypatch):
+    """With ``GROWNUP_WORKERS = 0`` a page's work runs on a thread, where no signal arrives: a
+    page past its budget is still the same ``timeout``, found once its article is built."""
     from concurrent.futures import ThreadPoolExecutor
 
     import scrapy_grownup.output.markdown as markdown
+    from scrapy_grownup.crawl import page_worker
     from scrapy_grownup.crawl.workers import PageTimeoutError
-    from scrapy_grownup.output.article import Article
+    from scrapy_grownup.page.limits import PageLimits
+    from tests.crawl_support import slow_on_the_marked_page
 
     monkeypatch.setattr(markdown, "to_markdown",
-                        _slow_on_the_marked_page(markdown.to_markdown, seconds=3.0))
-    model_process = model_state(1.5)
+                        slow_on_the_marked_page(markdown.to_markdown, 3.0))
+    monkeypatch.setattr(page_worker, "featurization_worker", lambda budget: None)
+    monkeypatch.setattr(page_worker, "name_process", lambda name: None)
+    page_worker.model_server_worker(1.5, *model_server, "fast", PageLimits())
     with ThreadPoolExecutor(1) as pool:
-        results, _ = pool.submit(model_process.score_articles, _parsed_pages()).result()
-    assert isinstance(results[0], Article)
-    assert isinstance(results[1], PageTimeoutError), results[1]
+        results = [pool.submit(page_worker.extract_with_model_server, body, url, "text/html",
+                               PageLimits()) for url, body in _pages()]
+        assert results[0].result().article.text
+        with pytest.raises(PageTimeoutError):
+            results[1].result()

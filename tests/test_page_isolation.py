@@ -105,19 +105,20 @@ def test_a_page_the_model_fails_on_is_a_model_error_alone(extractor, monkeypatch
         extractor.extract(*pages(1, {0: "poison"})[0])
 
 
-def test_model_process_batch_results_are_per_page_and_pickle(extractor, monkeypatch):
-    """What the model process sends back: one result per page, the Markdown already built, so
-    pickling the batch can no longer fail for every page at once."""
+def test_articles_from_the_model_servers_outputs_are_per_page_and_pickle(extractor,
+                                                                         monkeypatch):
+    """What a page worker builds from the outputs the model server sent back
+    (``articles_from_outputs``): one result per page, the Markdown already built, so pickling
+    an article back to the crawl's process cannot fail."""
     import scrapy_grownup.output.markdown as markdown
-    from scrapy_grownup.crawl import model_process
     from scrapy_grownup.page.dom import parse_page
 
     poison_step(monkeypatch, markdown, "to_markdown")
-    monkeypatch.setitem(model_process._state, "extractor", extractor)
     batch = [parse_page(html, url=url) for html, url in pages(20, {3: "poison", 11: "poison"})]
-    results, splits = model_process.score_articles(batch)
+    outputs = extractor.batch_outputs([extractor.page_inputs(page) for page in batch])
+    results = extractor.articles_from_outputs(batch, outputs, build_markdown=True)
     back = pickle.loads(pickle.dumps(results))
-    assert splits == 0 and len(back) == 20
+    assert len(back) == 20
     assert [k for k, r in enumerate(back) if isinstance(r, GrownupError)] == [3, 11]
     assert all(isinstance(back[k], ArticleError) for k in (3, 11))
     assert all(first_paragraph(k) in r.markdown for k, r in enumerate(back)
@@ -187,8 +188,9 @@ dom.parse_tree, markdown.to_markdown = parse_tree, to_markdown
 @pytest.mark.parametrize("model_process", [True, False])
 def test_in_a_crawl_bad_pages_are_counted_drops_and_their_batch_mates_arrive(
         tmp_path, monkeypatch, model_process):
-    """40 stories and 5 pages that fail (2 in parsing, 3 in their Markdown) in the same
-    micro-batches: 40 story items, 2 ``parse_error`` and 3 ``article_error`` drops."""
+    """40 stories and 5 pages that fail (2 in parsing, 3 in their Markdown, both in their page
+    workers) among pages whose forward passes share batches: 40 story items, 2
+    ``parse_error`` and 3 ``article_error`` drops."""
     from example_project.news_site import serve
     from tests.crawl_support import run_crawl
 
@@ -215,7 +217,7 @@ def test_in_a_crawl_bad_pages_are_counted_drops_and_their_batch_mates_arrive(
     try:
         stats, items = run_crawl(tmp_path, f"{base}/index.html", spider="index", settings={
             "GROWNUP_MODEL_PROCESS": model_process, "GROWNUP_BATCH_WAIT_MS": 3000,
-            "GROWNUP_OUTPUT_FORMAT": "markdown"})
+            "GROWNUP_OUTPUT_FORMAT": "markdown", "GROWNUP_WORKERS": 4})
     finally:
         server.shutdown()
     dropped = {k.split("/", 2)[2]: v for k, v in stats.items()
@@ -225,7 +227,8 @@ def test_in_a_crawl_bad_pages_are_counted_drops_and_their_batch_mates_arrive(
     assert dropped.get("parse_error") == 2 and dropped.get("article_error") == 3, dropped
     assert "model_error" not in dropped
     assert stats["grownup/claimed"] == stats["grownup/items"] + sum(dropped.values()) == 46
-    assert stats["grownup/batch_size_mean"] > 4  # the bad pages had batch-mates
+    # the model server batched the pages of the four workers: the bad pages had batch-mates
+    assert stats["grownup/batch_size_mean"] > 1
     for item in items:
         if "/story-" in item["url"]:
             number = int(item["url"].rsplit("-", 1)[1].split(".")[0])

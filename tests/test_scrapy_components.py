@@ -1,4 +1,4 @@
-"""The add-on's parts without a crawl: settings, add-on, batcher, worker pool, items."""
+"""The add-on's parts without a crawl: settings, add-on, OOM splits, worker pool, items."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from scrapy.settings import Settings
 
 from scrapy_grownup.crawl.addon import PRIORITIES, Addon
 from scrapy_grownup.output.article import Article
-from scrapy_grownup.crawl.batcher import ArticleBatcher
 from scrapy_grownup.page.decoding import is_html
 from scrapy_grownup.errors import ModelError, NotHTMLError, SettingsError
 from scrapy_grownup.crawl.items import ArticleItem, article_fields, article_values, fill_item
@@ -211,125 +210,9 @@ def test_readme_documents_every_setting_with_its_default():
         assert rows[name] == repr(default), (name, rows[name])
 
 
-# -- batcher -----------------------------------------------------------------------------------
-@dataclasses.dataclass
-class FakePage:
-    num_nodes: int
-    name: str = ""
-
-
-def fake_infer(calls):
-    async def infer(pages):
-        calls.append([p.name for p in pages])
-        await asyncio.sleep(0)
-        return [Article(url=p.name, title="", text=p.name) if "bad" not in p.name
-                else ModelError("bad page") for p in pages], 0
-    return infer
-
-
-def test_batcher_closes_batches_by_pages_nodes_and_wait():
-    async def main():
-        calls = []
-        batcher = ArticleBatcher(fake_infer(calls), max_pages=3, max_nodes=100, max_wait_ms=30)
-        pages = [FakePage(10, f"p{i}") for i in range(7)] + [FakePage(95, "huge")]
-        results = await asyncio.gather(*(batcher.article(p) for p in pages))
-        return calls, results, batcher.stats
-
-    calls, results, stats = asyncio.run(main())
-    assert [r.url for r in results] == [f"p{i}" for i in range(7)] + ["huge"]
-    assert calls[:2] == [["p0", "p1", "p2"], ["p3", "p4", "p5"]]  # full by pages
-    assert ["p6"] in calls and ["huge"] in calls  # the node budget split them
-    assert stats.pages == 8 and stats.batches == len(calls)
-
-
-def test_batcher_dispatches_at_once_when_nothing_more_is_coming():
-    async def main():
-        calls = []
-        batcher = ArticleBatcher(fake_infer(calls), max_pages=100, max_wait_ms=600_000,
-                                 more_coming=lambda: False)
-        return await asyncio.wait_for(batcher.article(FakePage(5, "only")), timeout=5)
-
-    assert asyncio.run(main()).url == "only"
-
-
-def test_batcher_isolates_errors_and_flushes():
-    async def main():
-        calls = []
-        batcher = ArticleBatcher(fake_infer(calls), max_pages=10, max_wait_ms=600_000)
-        tasks = [asyncio.ensure_future(batcher.article(FakePage(3, name)))
-                 for name in ("a", "bad", "c")]
-        await asyncio.sleep(0.01)
-        assert not calls  # neither full nor timed out
-        await batcher.flush()
-        return await asyncio.gather(*tasks, return_exceptions=True)
-
-    a, bad, c = asyncio.run(main())
-    assert a.url == "a" and c.url == "c" and isinstance(bad, ModelError)
-
-
-def test_batcher_bounds_its_queue():
-    async def main():
-        release = asyncio.Event()
-
-        async def slow(pages):
-            await release.wait()
-            return [Article(url=p.name, title="", text="") for p in pages], 0
-
-        batcher = ArticleBatcher(slow, max_pages=2, max_queue=4, max_wait_ms=600_000)
-        tasks = [asyncio.ensure_future(batcher.article(FakePage(1, str(i)))) for i in range(12)]
-        await asyncio.sleep(0.05)
-        depth = batcher.queue_depth
-        release.set()
-        await asyncio.gather(*tasks)
-        return depth, batcher.stats.max_queue
-
-    depth, max_queue = asyncio.run(main())
-    assert depth <= 4 and max_queue <= 4
-
-
-@pytest.mark.parametrize("in_flight", [1, 2, 3])
-def test_batcher_hands_the_model_up_to_in_flight_batches_and_counts_its_busy_time(in_flight):
-    """A one-process model (FIFO, one batch at a time) behind ``infer``: with ``in_flight``
-    slots that many batches are handed over at once, results still come back to their pages,
-    and ``model_seconds`` counts the time the model ran, not the time a batch queued there."""
-    run_s = 0.1
-
-    async def main():
-        model = asyncio.Lock()  # the model process runs one batch at a time
-        handed, peak = 0, 0
-
-        async def one_process_model(pages):
-            nonlocal handed, peak
-            handed += 1
-            peak = max(peak, handed)
-            try:
-                async with model:
-                    await asyncio.sleep(run_s)
-            finally:
-                handed -= 1
-            return [Article(url=p.name, title="", text=p.name) for p in pages], 0
-
-        batcher = ArticleBatcher(one_process_model, max_pages=2, max_wait_ms=600_000,
-                                 in_flight=in_flight)
-        results = await asyncio.gather(*(batcher.article(FakePage(1, f"p{i}"))
-                                         for i in range(8)))
-        return [r.url for r in results], peak, batcher.stats
-
-    urls, peak, stats = asyncio.run(main())
-    assert urls == [f"p{i}" for i in range(8)]
-    assert peak == in_flight and stats.batches == 4
-    # four batches of run_s each, one after another; counting the time a batch queued behind
-    # another would give 7 * run_s with two in flight
-    assert 4 * run_s <= stats.model_seconds < 4 * run_s + 0.25, stats.model_seconds
-
-
-def test_batcher_needs_at_least_one_batch_in_flight():
-    with pytest.raises(ValueError, match="in_flight"):
-        ArticleBatcher(fake_infer([]), in_flight=0)
-
-
+# -- model batches (the model server's batching: tests/test_model_server.py) ---------------------
 class OutOfMemoryError(RuntimeError):
-    """Named like torch's, which is how the batcher recognises it."""
+    """Named like torch's, which is how ``run_split_on_oom`` recognises it."""
 
 
 def test_out_of_memory_halves_the_batch_and_a_bad_page_fails_alone():

@@ -1,11 +1,10 @@
-"""``ArticlePipeline``: waits for an item's page, runs it through the model, fills the item.
+"""``ArticlePipeline``: waits for the article of an item's page and fills the item.
 
 Items without a pending page (the spider's own, not passed to ``with_article``) pass
 untouched. Every page that cannot become an article is a ``DropItem`` with its reason, counted
 under ``grownup/dropped/<reason>``. A page's ``request.meta["grownup"]`` overrides
-(``request_options``) apply here: its extraction overrides go with it to the model process
-(``model_process.PageOptions``; a page worker got them with the body), the others replace the
-crawl's settings for its item.
+(``request_options``) apply here, but for its extraction overrides, which its page worker got
+with the body: they replace the crawl's settings for its item.
 """
 
 from __future__ import annotations
@@ -19,10 +18,8 @@ from scrapy.exceptions import DropItem
 from scrapy_grownup.errors import (ArticleError, EmptyPageError, GrownupError, ModelError, NotHTMLError,
                      ParseError)
 from scrapy_grownup.crawl.items import article_values, fill_item
-from scrapy_grownup.crawl.model_process import PageOptions
 from scrapy_grownup.crawl.request_options import RequestMetaError
 from scrapy_grownup.crawl.runtime import RuntimeComponent
-from scrapy_grownup.crawl.page_worker import ExtractedPage
 from scrapy_grownup.crawl.workers import PageTimeoutError, WorkerCrashedError
 
 logger = logging.getLogger(__name__)
@@ -65,22 +62,8 @@ class ArticlePipeline(RuntimeComponent):
         except Exception as exc:  # noqa: BLE001 - each page's failure is its own drop
             raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
         runtime.inc("pages_featurized")
-        if isinstance(parsed, ExtractedPage):  # a page worker built the article
-            article, batch_ms = parsed.article, 1000.0 * parsed.article_seconds
-            runtime.count_worker_article(batch_ms)
-        else:
-            batcher = runtime.batcher
-            runtime.max_stat("queue_depth_max", batcher.queue_depth + 1)
-            start = time.perf_counter()
-            extraction = claim.options.extraction if claim.options is not None else None
-            try:  # the model process unpickles it
-                article = await batcher.article(PageOptions(parsed, extraction)
-                                                if extraction else parsed)
-            except Exception as exc:  # noqa: BLE001 - this page's own error only
-                logger.warning("no article for %s: %s", claim.url, exc)
-                raise self._drop(drop_reason(exc), claim.url, str(exc)) from exc
-            batch_ms = 1000.0 * (time.perf_counter() - start)
-            runtime.record_batch_stats()
+        runtime.count_article(parsed)
+        article = parsed.article
         if article.text_source:  # "prose": pages of a site the model cannot read
             runtime.inc(f"text_source/{article.text_source}")
         settings = runtime.settings if claim.options is None else \
@@ -104,7 +87,7 @@ class ArticlePipeline(RuntimeComponent):
             values = claim.options.item_values(values)
         values["model_version"] = runtime.model_info["version"]
         values["timing"] = {"parse_ms": round(1000.0 * parsed.parse_seconds, 2),
-                            "batch_ms": round(batch_ms, 2),
+                            "batch_ms": round(1000.0 * parsed.article_seconds, 2),
                             "total_ms": round(1000.0 * (time.perf_counter() - claim.started), 2)}
         fill_item(item, values)
         runtime.inc("items")

@@ -1,9 +1,14 @@
 """``GrownupRuntime``: the state the add-on's components share within one crawler.
 
-The downloader middleware starts parsing a response in the worker pool, the spider middleware
-ties the resulting page to the item that should carry its article, and the item pipeline waits
-for the page, sends it through the batcher and fills the item. They meet here: one runtime per
-crawler, created by whichever component is built first.
+The downloader middleware sends a response's body to the page worker pool, the spider
+middleware ties the page's future article to the item that should carry it, and the item
+pipeline waits for the article and fills the item. They meet here: one runtime per crawler,
+created by whichever component is built first.
+
+Either way the crawl's process sends bytes and gets an ``Article`` back (``page_worker``): the
+page workers hold the whole model where it runs on a CPU with the numpy runtime, else they
+share a model server (``model_server``: its own process, or a thread of this one where
+``GROWNUP_MODEL_PROCESS`` is off) that runs their pages' forward passes in batches.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from dataclasses import dataclass
 from scrapy.exceptions import NotConfigured
 
 from scrapy_grownup.crawl.model_process import WARMUP_PAGE
+from scrapy_grownup.crawl.page_worker import ExtractedPage
 from scrapy_grownup.crawl.settings import GrownupSettings
-from scrapy_grownup.crawl.workers import FeaturizerPool, ParsedPage, ProcessPool
+from scrapy_grownup.crawl.workers import FeaturizerPool
 
 logger = logging.getLogger(__name__)
 STATS_PREFIX = "grownup"
@@ -31,14 +37,14 @@ class Claim:
     request's ``meta["grownup"]`` overrides, ``request_options.RequestOptions``)."""
 
     item: object
-    page: "asyncio.Task[ParsedPage]"
+    page: "asyncio.Task[ExtractedPage]"
     url: str
     started: float
     options: object = None
 
 
 class GrownupRuntime:
-    """Worker pool, model batcher and the page-to-item bookkeeping of one crawler."""
+    """Page worker pool, model server and the page-to-item bookkeeping of one crawler."""
 
     def __init__(self, crawler):
         self.crawler = crawler
@@ -54,7 +60,7 @@ class GrownupRuntime:
         self.pool = FeaturizerPool(self.settings.workers, self.settings.limits,
                                    self.settings.max_pending_pages,
                                    page_timeout=self.settings.page_timeout)
-        self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ParsedPage]]" = \
+        self.pages: "weakref.WeakKeyDictionary[object, asyncio.Task[ExtractedPage]]" = \
             weakref.WeakKeyDictionary()
         # each request's checked ``meta["grownup"]`` overrides (``RequestOptions``), if any
         self.request_options: "weakref.WeakKeyDictionary[object, object]" = \
@@ -63,11 +69,13 @@ class GrownupRuntime:
         self.claims: dict[int, Claim] = {}
         # items a callback passed to ``with_article``, until the spider middleware sees them
         self.asked: dict[int, tuple[object, object]] = {}
-        self.model: ProcessPool | None = None
+        self.model = None  # model_server.ModelService, where the workers share one
         self.model_info: dict = {}
-        self.batcher = None
-        self.in_workers = False  # set at open: whether the page workers extract whole pages
+        self.in_workers = False  # set at open: whether the page workers hold the whole model
         self._worker_articles, self._worker_article_ms = 0, 0.0
+        # the model server's batches, summed from the pages' shares (pages, seconds, splits)
+        self._batches, self._batched_pages, self._model_seconds, self._oom_splits = \
+            0.0, 0, 0.0, 0
         self._opened: asyncio.Task | None = None
         self._closed = False
 
@@ -97,37 +105,47 @@ class GrownupRuntime:
         await self._opened
 
     async def _load(self) -> None:
-        from scrapy_grownup.crawl.batcher import ArticleBatcher
+        from scrapy_grownup.crawl import page_worker
+        from scrapy_grownup.crawl.model_process import describe
+        from scrapy_grownup.crawl.model_server import MODEL_WAIT_SECONDS, ModelService
         from scrapy_grownup.errors import ModelLoadError
-        from scrapy_grownup.crawl.model_process import describe, load_extractor, score_articles
 
         s = self.settings
         start = time.perf_counter()
         self.in_workers = extract_in_workers(s)
-        if self.in_workers:
-            await self._load_into_workers(start)
-            return
-        self.model = ProcessPool(1 if s.model_process else 0, "model",
-                                 initializer=load_extractor,
-                                 initargs=(s.model, s.device, s.limits, s.batch_nodes,
-                                           s.model_threads, s.threshold, s.refine,
-                                           s.rescorer, s.page_timeout))
-        self.model_info = await self.model.call(describe, what=f"loading {s.model!r}")
+        auto = str(self.crawler.settings.get("GROWNUP_WORKERS", "auto")).strip().lower() == \
+            "auto"
+        if auto:
+            self.pool.processes.workers = default_workers(self.in_workers)
+        if self.in_workers:  # each page worker loads the whole model
+            self.pool.extract_whole_pages(
+                page_worker.extraction_worker,
+                (s.page_timeout, s.model, s.device, s.limits, s.batch_nodes, s.model_threads,
+                 s.threshold, s.refine, s.rescorer),
+                page_worker.extract_in_worker)
+            self.model_info = await self.pool.processes.call(describe,
+                                                             what=f"loading {s.model!r}")
+            where = f"in each of {max(self.pool.processes.workers, 1)} page workers"
+        else:  # one model server runs the forward passes of every worker's pages
+            self.model = ModelService(
+                (s.model, s.device, s.limits, s.batch_nodes, s.model_threads, s.threshold,
+                 s.refine, s.rescorer, s.page_timeout),
+                s.batch_pages, s.batch_nodes, s.batch_wait_ms, in_process=bool(s.model_process))
+            self.model_info = await self.model.start()
+            self.pool.extract_whole_pages(
+                page_worker.model_server_worker,
+                (s.page_timeout, self.model.address, self.model.authkey,
+                 self.model_info["loaded"], s.limits, s.threshold, s.refine, s.rescorer),
+                page_worker.extract_with_model_server, wait_seconds=MODEL_WAIT_SECONDS)
+            where = "in a model process" if s.model_process else "on a thread of the crawl"
         if s.page_types and not self.model_info["num_genres"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
                                  "page-type head: it cannot tell page types apart")
-
-        async def infer(pages):
-            return await self.model.call(score_articles, pages,
-                                         what=f"a batch of {len(pages)} pages")
-
-        self.batcher = ArticleBatcher(infer, max_pages=s.batch_pages, max_nodes=s.batch_nodes,
-                                      max_wait_ms=s.batch_wait_ms, max_queue=s.queue_size,
-                                      more_coming=self.more_coming,
-                                      in_flight=s.batches_in_flight)
-        # the workers compute what the model reads of a page alone, beside the parse
-        self.pool.derive = tuple(self.model_info.get("page_features", ()))
-        await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")  # start the workers
+        # start the workers: where they share a model server, all of them now (each loads
+        # little), rather than one by one at their first page while the crawl waits
+        starts = max(1, self.pool.processes.workers) if self.model is not None else 1
+        await asyncio.gather(*(self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")
+                               for _ in range(starts)))
         info = self.model_info
         logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s%s, "
                     "refine %s, %s: ready in %.1f s", info["loaded"], info["version"] or "unknown",
@@ -135,52 +153,17 @@ class GrownupRuntime:
                     info["device"], info["threshold"],
                     " (adapted per page)" if info.get("adaptive") else "",
                     " on rescored blocks" if info.get("rescorer") else "",
-                    "on" if info["refine"] else "off",
-                    "in a model process" if s.model_process else "on a thread of the crawl",
-                    time.perf_counter() - start)
-
-    async def _load_into_workers(self, start: float) -> None:
-        """The page workers load the model and extract whole pages; no model process."""
-        from scrapy_grownup.crawl.model_process import describe
-        from scrapy_grownup.crawl.page_worker import extract_in_worker, extraction_worker
-
-        s = self.settings
-        if str(self.crawler.settings.get("GROWNUP_WORKERS", "auto")).strip().lower() == "auto":
-            # no model process to leave a core to: a page worker per core (workers run at a
-            # lower priority, so the reactor still gets the CPU first)
-            self.pool.processes.workers = max(1, os.cpu_count() or 1)
-        self.pool.extract_whole_pages(
-            extraction_worker, (s.page_timeout, s.model, s.device, s.limits, s.batch_nodes,
-                                s.model_threads, s.threshold, s.refine, s.rescorer),
-            extract_in_worker)
-        self.model_info = await self.pool.processes.call(describe,
-                                                         what=f"loading {s.model!r}")
-        if s.page_types and not self.model_info["num_genres"]:
-            from scrapy_grownup.errors import ModelLoadError
-
-            raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
-                                 "page-type head: it cannot tell page types apart")
-        await self.pool.structure(WARMUP_PAGE, "about:warmup", "text/html")
-        info = self.model_info
-        logger.info("scrapy_grownup: model %s (version %s%s) on %s, threshold %s%s%s, "
-                    "refine %s, in each of %d page workers: ready in %.1f s", info["loaded"],
-                    info["version"] or "unknown",
-                    "" if info["loaded"] == s.model else f"; GROWNUP_MODEL = {s.model!r}",
-                    info["device"], info["threshold"],
-                    " (adapted per page)" if info.get("adaptive") else "",
-                    " on rescored blocks" if info.get("rescorer") else "",
-                    "on" if info["refine"] else "off", max(s.workers, 1),
-                    time.perf_counter() - start)
+                    "on" if info["refine"] else "off", where, time.perf_counter() - start)
 
     # -- pages ----------------------------------------------------------------------------------
     async def start_page(self, request, body: bytes, url: str, content_type: str | None,
                          options=None) -> None:
-        """Start parsing a response's body; waits while the pool has too many pages in flight.
-        ``options``: the request's ``meta["grownup"]`` overrides (``RequestOptions``); where the
-        page workers build whole articles its extraction overrides go with the body."""
+        """Start extracting a response's body; waits while the pool has too many pages in
+        flight. ``options``: the request's ``meta["grownup"]`` overrides (``RequestOptions``);
+        its extraction overrides go with the body to the page worker."""
         if options is not None:
             self.request_options[request] = options
-        extraction = options.extraction if options is not None and self.in_workers else None
+        extraction = options.extraction if options is not None else None
         self.pages[request] = await self.pool.submit(body, url, content_type,
                                                      **({"options": extraction}
                                                         if extraction else {}))
@@ -203,11 +186,7 @@ class GrownupRuntime:
                 or set()
         return self._page_types
 
-    def more_coming(self) -> bool:
-        """Whether another page may reach the batcher soon: parsing, or awaiting its item."""
-        return bool(self.pool.pending or self.pages or self.claims)
-
-    def take_page(self, request) -> "asyncio.Task[ParsedPage] | None":
+    def take_page(self, request) -> "asyncio.Task[ExtractedPage] | None":
         return self.pages.pop(request, None)
 
     def ask(self, item, response) -> None:
@@ -219,7 +198,7 @@ class GrownupRuntime:
         entry = self.asked.pop(id(item), None)
         return entry[1] if entry is not None and entry[0] is item else None
 
-    def claim(self, item, page: "asyncio.Task[ParsedPage]", url: str, request=None) -> None:
+    def claim(self, item, page: "asyncio.Task[ExtractedPage]", url: str, request=None) -> None:
         """``item`` gets the article of ``page`` (of ``request``, whose ``meta["grownup"]``
         overrides go with it)."""
         options = self.request_options.get(request) if request is not None else None
@@ -230,13 +209,10 @@ class GrownupRuntime:
         return self.claims.pop(id(item), None)
 
     async def close(self) -> None:
-        """Flush the last partial batch, then stop the workers and record the totals."""
+        """Stop the workers and the model server, and record the totals."""
         if self._closed:
             return
         self._closed = True
-        if self.batcher is not None:
-            await self.batcher.flush()
-            self.record_batch_stats()
         for name, pool in (("worker_restarts", self.pool), ("model_restarts", self.model)):
             if pool is not None:
                 await asyncio.to_thread(pool.close)
@@ -248,24 +224,38 @@ class GrownupRuntime:
             self.claims.clear()
         self.asked.clear()  # with_article items no callback yielded (or scrapy parse's)
 
-    def count_worker_article(self, article_ms: float) -> None:
-        """One article a page worker built (``article_ms``: its part after the parse)."""
+    def count_article(self, page: ExtractedPage) -> None:
+        """One article a page worker built: its time there after the parse and, where the
+        model server ran its forward pass, its share of that batch."""
         self._worker_articles += 1
-        self._worker_article_ms += article_ms
-        self.set_stat("extracted_in_workers", self._worker_articles)
+        self._worker_article_ms += 1000.0 * page.article_seconds
+        if self.in_workers:
+            self.set_stat("extracted_in_workers", self._worker_articles)
         self.set_stat("article_ms_per_page",
                       round(self._worker_article_ms / self._worker_articles, 2))
-
-    def record_batch_stats(self) -> None:
-        if self.batcher is None:  # the page workers extract whole pages: no batches
+        if page.batch is None:
             return
-        stats = self.batcher.stats
-        self.set_stat("batches", stats.batches)
-        self.set_stat("batch_size_mean", round(stats.mean_batch_size, 2))
-        self.set_stat("model_ms_per_page", round(stats.model_ms_per_page, 2))
-        self.set_stat("queue_depth_max", stats.max_queue)
-        if stats.oom_splits:
-            self.set_stat("oom_splits", stats.oom_splits)
+        pages, seconds, splits = page.batch
+        self._batches += 1.0 / pages
+        self._batched_pages += 1
+        self._model_seconds += seconds / pages
+        self._oom_splits += splits / pages
+        self.set_stat("batches", round(self._batches))
+        self.set_stat("batch_size_mean", round(self._batched_pages / self._batches, 2))
+        self.set_stat("model_ms_per_page",
+                      round(1000.0 * self._model_seconds / self._batched_pages, 2))
+        if self._oom_splits:
+            self.set_stat("oom_splits", round(self._oom_splits))
+
+
+def default_workers(in_workers: bool) -> int:
+    """``GROWNUP_WORKERS = "auto"``: where the page workers hold the whole model, one per core
+    (there is no model process to leave a core to; workers run at a lower priority, so the
+    reactor still gets the CPU first). Where they share a model server, each spends part of
+    every page waiting for its forward pass, a wait in which its core would idle: a worker
+    per core and as many again, so that the cores stay busy while half of them wait."""
+    cores = max(1, os.cpu_count() or 1)
+    return cores if in_workers else 2 * cores
 
 
 def extract_in_workers(settings: GrownupSettings) -> bool:

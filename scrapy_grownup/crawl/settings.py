@@ -177,8 +177,8 @@ _rescorer = _model_default_bool("on where it has one")
 
 
 def _workers(name: str, value) -> int:
-    """``"auto"``: one page worker per core but one (the reactor and a model process need it);
-    the runtime takes one per core where the workers extract whole pages (no model process)."""
+    """``"auto"``: one page worker per core but one here; the runtime sets the number it
+    takes (``runtime.default_workers``) once it knows whether the workers hold the model."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return max(1, (os.cpu_count() or 2) - 1)
     return whole(0, ", or 'auto' (0 parses on a thread)")(name, value)
@@ -325,8 +325,8 @@ class GrownupSettings:
     batch_pages: int
     batch_nodes: int
     batch_wait_ms: float
-    batches_in_flight: int
-    queue_size: int
+    batches_in_flight: int  # no longer used: the model process gathers the workers' pages
+    queue_size: int  # no longer used: each page worker waits for its own page's outputs
     # "auto": the page workers run the model where it runs on a CPU with the numpy runtime,
     # else a model process; True: a model process; False: a thread of the crawl's process
     model_process: bool | str
@@ -334,8 +334,8 @@ class GrownupSettings:
     workers: int
     max_pending_pages: int
     limits: PageLimits
-    # seconds a page may take: its parsing in a featurization worker, then its article
-    # (decisions, metadata, text, Markdown) in the model's process; None: no cap
+    # seconds a page may take in its page worker: its parsing, then its article (decisions,
+    # metadata, text, Markdown), a model process's forward pass not counted; None: no cap
     page_timeout: float | None
     page_types: frozenset[str]
     min_text_length: int

@@ -333,10 +333,8 @@ class ParsedPage:
     """A parsed page and the wall time its parsing took inside the worker.
 
     Pickled, it carries the page as the bytes the worker pickled it to, and ``page`` unpickles
-    them where it is first read. So the crawl's process, which only passes a page from its
-    featurization worker to the model process (reading ``num_nodes`` to batch it), neither
-    unpickles nor pickles the page again: two passes over every node's strings and arrays off
-    the reactor's thread.
+    them where it is first read (a WARC archive's parsed pages: ``warc.writer``), not on
+    arrival on the reactor's thread.
     """
 
     __slots__ = ("parse_seconds", "num_nodes", "_page", "_pickled")
@@ -380,14 +378,11 @@ def parse_in_worker(body: bytes, url: str | None, content_type: str | None,
                     limits: PageLimits, derive: tuple[str, ...] = ()) -> ParsedPage:
     """The worker side: one ``parse_page`` call, timed (module-level so it pickles), and the
     page-only features named in ``derive`` (``ArticleExtractor.page_features``: cached
-    properties of ``PageStructure``) computed with it, so they travel with the page and the
-    model's process, which every page of a crawl goes through, does not compute them.
+    properties of ``PageStructure``) computed with it, so they travel with the page.
 
     In a worker process a page gets ``_page_budget`` seconds (``time_budget``): past it the
     page raises ``PageTimeoutError`` and the worker takes the next one. Code that never
     returns to the interpreter is the pool's business (``ProcessPool.call``'s ``timeout``).
-    What the parse leaves of the budget is the page's in the model's process, for its article
-    (``model_process.score_articles``).
     """
     budget = _page_budget if multiprocessing.parent_process() is not None and \
         threading.current_thread() is threading.main_thread() else None
@@ -443,11 +438,16 @@ class FeaturizerPool:
         return self.processes.restarts
 
     def extract_whole_pages(self, initializer: Callable[..., None], initargs: tuple,
-                            extract: Callable[..., Any]) -> None:
+                            extract: Callable[..., Any], wait_seconds: float = 0.0) -> None:
         """Before the first page: workers set up by ``initializer(*initargs)`` (which loads the
-        model), each page through ``extract`` (``page_worker``) instead of a parse."""
+        model, or connects to the model server), each page through ``extract``
+        (``page_worker``) instead of a parse. ``wait_seconds``: the longest a page may wait
+        in its worker on something else than its own work (the model server's answer),
+        added to the time after which a worker is taken to be stuck."""
         self.processes.initializer, self.processes.initargs = initializer, initargs
         self.parse = extract
+        if self.hard_timeout is not None:
+            self.hard_timeout += wait_seconds
 
     async def submit(self, body: bytes, url: str | None = None,
                      content_type: str | None = None,

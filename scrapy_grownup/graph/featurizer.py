@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from scrapy_grownup.page.dom import (NUM_EIGENVECTORS, STRUCT_BLOCKS, STRUCT_DIM, PageStructure, parse_page,
-                  struct_features, tree_edges)
+                  tree_edges)
 from scrapy_grownup.graph.layout import LAYOUT_DIM
 from scrapy_grownup.page.limits import PageLimits
 from scrapy_grownup.graph.repetition import REPETITION_DIM
@@ -110,65 +110,33 @@ class Featurizer:
         (``{block}_index``), which the model projects once per distinct string; the other
         blocks dense; ``parent`` (batch row of each node's parent, -1 at a root), ``ptr``
         (page offsets) and ``truncated``. ``batch`` wraps these as torch tensors."""
-        if not pages:
-            raise ValueError("no pages to batch")
-        sizes = [page.num_nodes for page in pages]
-        n = sum(sizes)
-        strings: list[str] = []
-        for attr in ("node_text", "class_words", "id_words"):  # all pages' block, then the next
-            for page in pages:
-                strings.extend(getattr(page, attr))
-        table, index = self.encoder.encode_indexed(strings)
-        arrays: dict[str, np.ndarray] = {}
-        for b, name in enumerate(TEXT_BLOCKS):
-            rows, inverse = np.unique(index[b * n:(b + 1) * n], return_inverse=True)
-            arrays[name + "_table"] = table[rows]
-            arrays[name + "_index"] = inverse.reshape(-1).astype(np.int64)
+        from scrapy_grownup.graph.page_inputs import batch_inputs, page_inputs
 
-        offsets = np.zeros(len(pages) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        parents = []
-        for page, start in zip(pages, offsets[:-1].tolist()):
-            if page.positions is None:
-                from scrapy_grownup.graph.laplacian import laplacian_positions
-
-                page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
-            par = page.parent.astype(np.int64)
-            parents.append(np.where(par >= 0, par + start, -1))
-        arrays["parent"] = np.concatenate(parents)
-        arrays["x_struct"] = struct_features(
-            np.concatenate([p.tag_ids for p in pages]),
-            np.concatenate([p.font for p in pages]),
-            np.concatenate([p.text_lengths() for p in pages]),
-            np.concatenate([p.num_children for p in pages]),
-            np.concatenate([p.child_index for p in pages]))
-        arrays["x_pos"] = np.concatenate([p.positions for p in pages]).astype(np.float32,
-                                                                              copy=False)
-        if self.layout:
-            arrays["x_layout"] = np.concatenate([p.layout for p in pages])
-        if self.repetition:
-            arrays["x_repeat"] = np.concatenate([p.repetition for p in pages])
-        arrays["ptr"] = offsets
-        arrays["truncated"] = np.array([bool(page.truncated) for page in pages])
-        return arrays
+        return batch_inputs([page_inputs(page, self.layout, self.repetition) for page in pages],
+                            self.encoder)
 
     def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
         """The model input of ``pages`` as one torch batch, for inference: the same graphs as
         ``Batch.from_data_list(self.graphs(pages))``, with the text blocks in index form
         (``batch_arrays``)."""
-        import torch
+        return graph_batch(self.batch_arrays(pages), pages=list(pages))
 
-        arrays = self.batch_arrays(pages)
-        edge_index, edge_type = tree_edges(arrays.pop("parent"))
-        tensors = {name: torch.from_numpy(value) for name, value in arrays.items()}
-        tensors["edge_index"] = torch.from_numpy(edge_index)
-        tensors["edge_type"] = torch.from_numpy(edge_type)
-        sizes = np.diff(arrays["ptr"])
-        tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(pages)), sizes))
-        # the same key order as before: the tensors first, then the graph's bookkeeping
-        order = [k for k in tensors if k not in ("ptr", "truncated")] + ["ptr", "truncated"]
-        return GraphBatch(int(arrays["ptr"][-1]), len(pages), {k: tensors[k] for k in order},
-                          pages=list(pages))
+
+def graph_batch(arrays: dict[str, np.ndarray], pages=None) -> "GraphBatch":
+    """``batch_arrays``' arrays (or ``page_inputs.batch_inputs``') as one torch batch."""
+    import torch
+
+    arrays = dict(arrays)
+    edge_index, edge_type = tree_edges(arrays.pop("parent"))
+    tensors = {name: torch.from_numpy(value) for name, value in arrays.items()}
+    tensors["edge_index"] = torch.from_numpy(edge_index)
+    tensors["edge_type"] = torch.from_numpy(edge_type)
+    sizes = np.diff(arrays["ptr"])
+    tensors["batch"] = torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))
+    # the same key order as before: the tensors first, then the graph's bookkeeping
+    order = [k for k in tensors if k not in ("ptr", "truncated")] + ["ptr", "truncated"]
+    return GraphBatch(int(arrays["ptr"][-1]), len(sizes), {k: tensors[k] for k in order},
+                      pages=pages)
 
 
 class GraphBatch:
@@ -221,4 +189,4 @@ def build_graph(page: PageStructure, text: np.ndarray, klass: np.ndarray,
 
 
 __all__ = ["Featurizer", "FEATURE_VERSION", "GraphBatch", "STRUCT_BLOCKS", "build_graph",
-           "feature_blocks", "uses_layout", "uses_repetition"]
+           "feature_blocks", "graph_batch", "uses_layout", "uses_repetition"]

@@ -8,17 +8,48 @@ from typing import Callable
 
 @dataclass
 class Article:
-    """Main content of one page.
-
-    ``text`` holds paragraphs separated by newlines. ``page_type`` (article, forum, service,
-    product, documentation, listing, collection) and its probability come from the model's
-    genre head and stay ``None`` for a model without one; ``truncated`` lists the page caps
-    that were hit.
+    """Main content of one page, as ``ArticleExtractor.extract`` returns it.
 
     ``markdown`` and ``html`` may be built on first read (``ArticleExtractor`` does so unless
-    its ``output_format`` is "markdown"): until then the article holds the page's text runs and
-    tags that it needs; reading it, ``to_dict()``, comparing or pickling builds it. Should
-    that fail, each of these raises ``ArticleError`` (a ``GrownupError``).
+    its ``output_format`` is "markdown"), so a caller who never reads them does not pay for
+    them: until then the article holds the page's text runs and tags that it needs; reading
+    one, ``to_dict()``, comparing or pickling builds it. Should that fail, each of these
+    raises ``ArticleError`` (a ``GrownupError``).
+
+    Attributes:
+        url: the page's URL, as given.
+        title: the page's title.
+        text: the main content, paragraphs separated by newlines (the Markdown with
+            ``output_format="markdown"``).
+        page_type: article, forum, service, product, documentation, listing or collection;
+            ``None`` for a model without a page-type head.
+        page_type_score: the probability of ``page_type``.
+        language: the page's declared or detected language.
+        authors: the authors the page names.
+        published: the publication date, ISO 8601 (date or date-time).
+        canonical_url: the page's canonical URL.
+        site_name: the site's name.
+        description: the page's own summary (JSON-LD, ``og:`` or meta description).
+        image: the main image, absolute (``og:image``, ``twitter:image``, JSON-LD, else the
+            first content image).
+        images: the content's images, ``{"url", "alt"}`` each.
+        date_modified: the last modification, ISO 8601.
+        tags: the tags the page declares.
+        categories: the sections the page declares.
+        markdown: the content as Markdown (headings, lists, tables, links).
+        html: the content as clean HTML, safe to render; its text is ``text`` up to
+            whitespace.
+        model: the name of the model that extracted it.
+        truncated: the page caps that were hit (``bytes``, ``nodes``, ``depth``...).
+        content_nodes: how many DOM nodes were kept as content.
+        nodes: how many DOM nodes the page had.
+        text_source: which path chose the text: ``"rescorer"``, ``"content_model"``,
+            ``"prose"`` (the model kept nothing, the page's prose was kept instead) or
+            ``"none"``.
+        confidence: the estimated chance, from 0 to 1, that ``text`` is the page's main
+            content; ``None`` for a model without a confidence model.
+        comments: the text of the user comments, from a model with a block-role head.
+        related_links: the links to related content, from a model with a block-role head.
     """
 
     url: str | None
@@ -66,6 +97,11 @@ class Article:
     related_links: list[dict] | None = None
 
     def to_dict(self) -> dict:
+        """Every field as plain JSON-ready values (``markdown`` and ``html`` built).
+
+        Returns:
+            A dict of the fields, in declaration order.
+        """
         return asdict(self)
 
     def __repr__(self) -> str:

@@ -1,0 +1,35 @@
+"""``ModelCard``: a model's config and heads without its weights.
+
+A page's article reads of the model only its head names and which heads it has; the scores
+come from the forward pass. Where that runs elsewhere (a crawl's model process), the page
+workers build articles holding this card in the network's place: no weights, no torch.
+"""
+
+from __future__ import annotations
+
+from scrapy_grownup.model.config import ModelConfig
+
+
+class ModelCard:
+    """What ``ArticleExtractor`` reads of a model besides its forward pass."""
+
+    runtime = "none"  # runs no forward pass: ``ArticleExtractor.batch_outputs`` cannot use it
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+        pooled = bool(config.num_genres) and config.genre_readout == "content_pooled"
+        # as the networks have them: present or None (``load_page_type`` reads both)
+        self.genre_head = True if config.num_genres else None
+        self.genre_readout = True if pooled else None
+        self.role_head = True if config.num_roles else None
+
+    @property
+    def genre_names(self) -> list[str]:
+        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+
+    @property
+    def role_names(self) -> list[str]:
+        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
+
+
+__all__ = ["ModelCard"]
