@@ -44,6 +44,9 @@ _CUES = {
 }
 CUE_NAMES: tuple[str, ...] = tuple(_CUES)
 _PATTERNS = tuple(re.compile(rf"\b(?:{words})\b") for words in _CUES.values())
+# All the cues' words at once: a word it does not match has no cue (most words), one search
+# instead of one per cue.
+_ANY_CUE = re.compile(rf"\b(?:{'|'.join(_CUES.values())})\b")
 
 
 _BITS = np.array([1 << k for k in range(len(CUE_NAMES))], dtype=np.int64)
@@ -54,6 +57,8 @@ def _word_cues(word: str) -> int:
     """The cues of one word, as bits. A pattern is whole words of word characters, so it never
     matches across a space: the cues of a string are the union of its words' cues, and words
     repeat across pages far more than whole class strings do."""
+    if _ANY_CUE.search(word) is None:
+        return 0
     return sum(1 << k for k, pattern in enumerate(_PATTERNS) if pattern.search(word))
 
 
@@ -67,7 +72,8 @@ def _cues_of(words: str) -> int:
 
 def attribute_cues(page) -> np.ndarray:
     """bool [n, len(CUE_NAMES)]: which cues each node's own class and id words hold."""
-    bits = np.fromiter((_cues_of(f"{klass} {ident}") if klass or ident else 0
-                        for klass, ident in zip(page.class_words, page.id_words)),
-                       dtype=np.int64, count=page.num_nodes)
+    # a node's cues are its class words' and its id words' together (see ``_word_cues``)
+    n = page.num_nodes
+    bits = np.fromiter(map(_cues_of, page.class_words), dtype=np.int64, count=n)
+    bits |= np.fromiter(map(_cues_of, page.id_words), dtype=np.int64, count=n)
     return (bits[:, None] & _BITS) != 0

@@ -11,10 +11,11 @@ content with, and whether markup hides the node (``visibility.is_hidden``, inher
 from __future__ import annotations
 
 import re
+from itertools import repeat
 
 import numpy as np
 
-from scrapy_grownup.page.tree import depth_levels, inherit, subtree_sum
+from scrapy_grownup.page.tree import range_inherit, range_sum
 
 __all__ = ["ARIA_ROLES", "LAYOUT_BLOCKS", "LAYOUT_DIM", "layout_column", "layout_features"]
 
@@ -45,9 +46,8 @@ def layout_column(name: str) -> slice:
 def layout_features(page) -> np.ndarray:
     """float32 [n, LAYOUT_DIM] for a ``PageStructure`` (blocks as in ``LAYOUT_BLOCKS``)."""
     n = page.num_nodes
-    parent = page.parent.astype(np.int64)
     depth = page.depth.astype(np.int64)
-    levels = depth_levels(depth)
+    end = page.subtree_end_array  # all sums below are of whole numbers: by ranges
     tags = page.tags
     texts = page.node_text
     own = np.fromiter(map(len, texts), dtype=np.float64, count=n)
@@ -67,10 +67,9 @@ def layout_features(page) -> np.ndarray:
     tag_column["a"] = 0
     role_column = {role: 1 + len(_LANDMARK_TAGS) + k for k, role in enumerate(ARIA_ROLES)}
     body_column = 1 + len(_LANDMARK_TAGS) + len(ARIA_ROLES)
-    for i, tag in enumerate(tags):
-        column = tag_column.get(tag)
-        if column is not None:
-            flags[i, column] = True
+    columns = np.fromiter(map(tag_column.get, tags, repeat(-1, n)), dtype=np.int64, count=n)
+    tagged = np.flatnonzero(columns >= 0)
+    flags[tagged, columns[tagged]] = True
     for i, values in attrs.items():
         role = values.get("role")
         if role:
@@ -78,16 +77,17 @@ def layout_features(page) -> np.ndarray:
                 column = role_column.get(word)
                 if column is not None:
                     flags[i, column] = True
-        if "articlebody" in (values.get("itemprop") or "").lower():
+        itemprop = values.get("itemprop")
+        if itemprop and "articlebody" in itemprop.lower():
             flags[i, body_column] = True
         if values.get("hidden"):
             flags[i, hidden_column] = True
-    flags = inherit(flags, parent, levels)
+    flags = range_inherit(flags, end)
     in_link = flags[:, 0]
-    subtree_text = subtree_sum(own, parent, levels)
-    link_text = subtree_sum(own * in_link, parent, levels)
-    subtree_nodes = subtree_sum(np.ones(n), parent, levels)
-    subtree_sentences = subtree_sum(sentences, parent, levels)
+    subtree_text = range_sum(own, end)
+    link_text = range_sum(own * in_link, end)
+    subtree_nodes = (end - np.arange(n)).astype(np.float64)
+    subtree_sentences = range_sum(sentences, end)
     total = max(1.0, subtree_text[0])
     out = np.empty((n, LAYOUT_DIM), dtype=np.float32)
     out[:, 0] = np.log1p(subtree_text) / 10.0

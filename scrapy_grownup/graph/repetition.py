@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_grownup.page.tree import depth_levels, subtree_sum
+from scrapy_grownup.page.tree import depth_levels, range_sum
 
 __all__ = ["MIN_GROUP_TEXT", "REPETITION_BLOCKS", "REPETITION_DIM", "own_text",
            "repetition_features", "sibling_groups"]
@@ -27,12 +27,11 @@ REPETITION_DIM = sum(size for _, size in REPETITION_BLOCKS)
 
 def own_text(page) -> np.ndarray:
     """float64 [n]: the characters of text each node owns (its text segments)."""
-    own = np.zeros(page.num_nodes, dtype=np.float64)
-    if len(page.seg_text):
-        np.add.at(own, np.asarray(page.seg_owner, dtype=np.int64),
-                  np.fromiter((len(t) for t in page.seg_text), dtype=np.float64,
-                              count=len(page.seg_text)))
-    return own
+    if not len(page.seg_text):
+        return np.zeros(page.num_nodes, dtype=np.float64)
+    lengths = np.fromiter(map(len, page.seg_text), dtype=np.float64, count=len(page.seg_text))
+    return np.bincount(np.asarray(page.seg_owner, dtype=np.int64), weights=lengths,
+                       minlength=page.num_nodes)
 
 
 def sibling_groups(page, parent: np.ndarray, subtree_text: np.ndarray,
@@ -45,10 +44,9 @@ def sibling_groups(page, parent: np.ndarray, subtree_text: np.ndarray,
     chosen = np.flatnonzero(subtree_text[1:] >= min_text) + 1
     if not len(chosen):
         return group, np.zeros(0, dtype=np.int64)
-    interned: dict[str, int] = {}
-    words = page.class_words
-    klass = np.fromiter((interned.setdefault(words[i], len(interned)) for i in chosen.tolist()),
-                        dtype=np.int64, count=len(chosen))
+    words = list(map(page.class_words.__getitem__, chosen.tolist()))
+    interned = {value: k for k, value in enumerate(dict.fromkeys(words))}  # first seen first
+    klass = np.fromiter(map(interned.__getitem__, words), dtype=np.int64, count=len(chosen))
     tag_ids = np.asarray(page.tag_ids, dtype=np.int64)[chosen]
     keys = (parent[chosen] << 40) | (tag_ids << 24) | klass
     _, inverse, sizes = np.unique(keys, return_inverse=True, return_counts=True)
@@ -71,7 +69,7 @@ def repetition_features(page) -> np.ndarray:
         return out
     parent = np.asarray(page.parent, dtype=np.int64)
     levels = depth_levels(np.asarray(page.depth, dtype=np.int64))
-    subtree_text = subtree_sum(own_text(page), parent, levels)
+    subtree_text = range_sum(own_text(page), page.subtree_end_array)
     group, sizes = sibling_groups(page, parent, subtree_text)
     member = group >= 0
     alike = np.zeros(n)

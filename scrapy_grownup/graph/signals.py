@@ -21,13 +21,15 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.graph.repetition import own_text, sibling_groups
-from scrapy_grownup.page.tree import depth_levels, inherit, subtree_sum
+from scrapy_grownup.page.tags import TAG_INDEX
+from scrapy_grownup.page.tree import range_inherit, range_sum
 
 __all__ = ["SIGNAL_VERSION", "SIGNAL_GROUPS", "SIGNAL_DIM", "page_signals", "url_tokens"]
 
@@ -69,10 +71,13 @@ _TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]*\]|"[^"]*")')
 # word boundary before a match is a look-behind placed after its first letters.
 # An amount before a currency word starts at the first digit of a number and is at most 31
 # characters: unbounded, every digit of a long run rescanned the rest of it (a 16,000-digit
-# text took 4 s).
-_PRICE = re.compile(r"[$€£¥]\s?\d[\d.,]*|\d(?<!\d\d)[\d.,]{0,30}\s?(?:€|usd|eur|gbp)\b")
-_CART = re.compile(r"\b(?:add to (?:cart|bag|basket)|in stock|out of stock|checkout|buy now|"
-                   r"add to wishlist|free shipping|quantity)\b")
+# text took 4 s). A price opens with a currency sign or a digit, one class the scanner skips
+# ahead by; a look-behind then says which of the two it was.
+_PRICE = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\s?\d[\d.,]*|"
+                    r"(?<=\d)(?<!\d\d)[\d.,]{0,30}\s?(?:€|usd|eur|gbp)\b)")
+_CART = re.compile(r"(?:a(?<!\w.)dd to (?:cart|bag|basket)|i(?<!\w.)n stock|o(?<!\w.)ut of stock|"
+                   r"c(?<!\w.)heckout|b(?<!\w.)uy now|a(?<!\w.)dd to wishlist|"
+                   r"f(?<!\w.)ree shipping|q(?<!\w.)uantity)\b")
 _CART_WORDS = ("cart", "bag", "basket", "stock", "checkout", "buy now", "wishlist", "shipping",
                "quantity")  # a page with none of these has no cart phrase: skip the scan
 _NUMERIC_DATE = re.compile(r"(?:19|20)(?<!\w..)\d\d[-/.](?:0?[1-9]|1[0-2])[-/.]"
@@ -80,6 +85,7 @@ _NUMERIC_DATE = re.compile(r"(?:19|20)(?<!\w..)\d\d[-/.](?:0?[1-9]|1[0-2])[-/.]"
 _MONTH_DATE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)(?<!\w...)"
                          r"[a-z]*\.? \d{1,2},? (?:19|20)\d\d\b")
 _ATTR_INDEX = {w: i for i, w in enumerate(ATTR_WORDS)}
+_A, _LI = TAG_INDEX["a"], TAG_INDEX["li"]
 
 
 def url_tokens(url: str | None) -> list[str]:
@@ -145,15 +151,14 @@ def _dom_part(page: PageStructure) -> np.ndarray:
     n = len(tags)
     counts = Counter(tags)
     parent = np.asarray(page.parent, dtype=np.int64)
-    depth = np.asarray(page.depth, dtype=np.int64)
-    tag_array = np.asarray(tags, dtype=object)
+    end = page.subtree_end_array
+    tag_ids = np.asarray(page.tag_ids)
     own = own_text(page)  # characters of text each node owns
-    levels = depth_levels(depth)
-    inside = inherit(np.stack([tag_array == "a", tag_array == "li"], axis=1), parent, levels)
+    inside = range_inherit(np.stack([tag_ids == _A, tag_ids == _LI], axis=1), end)
     in_link, in_li = inside[:, 0], inside[:, 1]
     total = float(own.sum())
     # repeated sibling structures: siblings sharing tag + class, each with some text below
-    subtree_text = subtree_sum(own, parent, levels)
+    subtree_text = range_sum(own, end)
     _, sizes = sibling_groups(page, parent, subtree_text)
     repeats = [int(c) for c in sizes if c >= 4]
     text = " ".join(page.seg_text)
@@ -175,16 +180,26 @@ def _dom_part(page: PageStructure) -> np.ndarray:
                       dtype=np.float32)
 
 
+@lru_cache(maxsize=16_384)
+def _word_attr_indices(word: str) -> frozenset[int]:
+    """The ``ATTR_WORDS`` indices of the tokens in one word of a class or id value. Words
+    repeat across pages far more than whole values, and no token spans a space, so a value's
+    indices are the union of its words'."""
+    indices = (_ATTR_INDEX.get(token) for token in _WORD.findall(word.lower()))
+    return frozenset(k for k in indices if k is not None)
+
+
 def _attrs_part(page: PageStructure) -> np.ndarray:
     out = np.zeros(len(ATTR_WORDS), dtype=np.float32)
     for words in (page.class_words, page.id_words):
         for value, times in Counter(words).items():
             if not value:
                 continue
-            for token in set(_WORD.findall(value.lower())):
-                k = _ATTR_INDEX.get(token)
-                if k is not None:
-                    out[k] += times
+            found = set()
+            for word in value.split():
+                found |= _word_attr_indices(word)
+            for k in found:
+                out[k] += times
     return np.log1p(out)
 
 

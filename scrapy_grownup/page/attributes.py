@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_SEPARATORS = re.compile(r"[\s\-_:./#\[\]()]+|\d+")
+# The words between separators (whitespace, ``-_:./#[]()``) and digits.
+_WORD = re.compile(r"[^\s\-_:./#\[\]()\d]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_UPPER = re.compile(r"[A-Z]")  # no camelCase boundary without one
+_CAMEL_PAIR = re.compile(r"[a-zA-Z][A-Z]")  # no camelCase boundary without one
 
 
 # Values longer than this (rare, unbounded in size) are split each time rather than cached, so
@@ -30,12 +31,12 @@ def attribute_words(value: str | None) -> str:
 
 
 def _words(value: str) -> str:
-    # camelCase boundaries become spaces, then one split on the separators: no Python-level
-    # loop per word, so a class of a million words costs C-speed passes only. The lower-casing
-    # is per word as ever ("Σ" lowers by its neighbours).
-    if _UPPER.search(value) is not None:
+    # camelCase boundaries become spaces, then one pass finds the words between separators:
+    # no Python-level loop per word, so a class of a million words costs C-speed passes only.
+    # The lower-casing is per word as ever ("Σ" lowers by its neighbours).
+    if _CAMEL_PAIR.search(value) is not None:
         value = _CAMEL.sub(" ", value)
-    return " ".join(map(str.lower, filter(None, _SEPARATORS.split(value))))
+    return " ".join(map(str.lower, _WORD.findall(value)))
 
 
 _cached_words = lru_cache(maxsize=65536)(_words)  # class names repeat across a page and a site

@@ -193,11 +193,11 @@ def decode_html(body: bytes, content_type: str | bytes | None = None) -> tuple[s
     cp1252). The first declared encoding under which the body decodes cleanly wins; a
     declaration the bytes contradict is ignored, so a wrong one never crashes and rarely garbles.
     """
-    for name in candidate_encodings(body, content_type):
-        if _decodes(body, name):
+    for name in (*candidate_encodings(body, content_type), "utf-8"):
+        try:  # decoded once: a check first and a decode after cost a page twice
             return _strip_bom(body.decode(name)), name
-    if _decodes(body, "utf-8"):
-        return _strip_bom(body.decode("utf-8")), "utf-8"
+        except (ValueError, LookupError):  # as in ``_decodes``
+            continue
     name = "utf-8" if _mostly_utf8(body) else "cp1252"
     return _strip_bom(body.decode(name, errors="replace")), name
 

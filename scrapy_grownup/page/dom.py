@@ -7,9 +7,11 @@ pickles cheaply between them.
 
 from __future__ import annotations
 
+import codecs
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import chain
 
 import numpy as np
 from lxml import etree
@@ -21,7 +23,10 @@ from scrapy_grownup.errors import EmptyPageError, ParseError, own_error
 from scrapy_grownup.page.fonts import FONT_SIZES, FONT_STYLES, FONT_WEIGHTS, font_features
 from scrapy_grownup.page.limits import PageLimits
 from scrapy_grownup.page.tags import BLOCK_TAGS, NON_TEXT_TAGS, NUM_TAG_CLASSES, REMOVED_TAGS, tag_index
-from scrapy_grownup.page.visibility import HIDDEN_MARK, mark_hidden, remove_hidden, resolve_noscript
+from scrapy_grownup.page.visibility import (HIDDEN_MARK, HIDING_ATTRIBUTES, TAG_ATTRIBUTES,
+                                           TAG_NEVER, hidden_by, mark_hidden, remove_hidden,
+                                           resolve_noscript, style_hides, tag_hiding)
+from scrapy_grownup.page.tree import subtree_ends
 from scrapy_grownup.page.xmlsafe import xml_safe
 
 # Bump when parsing changes which nodes or text a page yields (training caches are keyed on it).
@@ -120,11 +125,12 @@ class PageStructure:
     @cached_property
     def subtree_end(self) -> list[int]:
         """One past each node's last descendant: in pre-order a subtree is ``range(i, end)``."""
-        size = [1] * self.num_nodes
-        parent = self.parent.tolist()
-        for i in range(self.num_nodes - 1, 0, -1):
-            size[parent[i]] += size[i]
-        return [i + s for i, s in enumerate(size)]
+        return self.subtree_end_array.tolist()
+
+    @cached_property
+    def subtree_end_array(self) -> np.ndarray:
+        """``subtree_end`` as int64 [n], for the whole-page arithmetic of ``page.tree``."""
+        return subtree_ends(self.parent)
 
     @cached_property
     def _runs_by_owner(self) -> tuple[list[int], list[int]]:
@@ -222,9 +228,10 @@ def tree_edges(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([src, dst]), types
 
 
+# ``collect_ids=False``: no table of ``id`` values (only XPath's ``id()`` reads it, never used).
 _PARSER_OPTIONS = dict(
     remove_comments=True, remove_pis=True, no_network=True, recover=True, huge_tree=True,
-    remove_blank_text=False, compact=True, default_doctype=False,
+    remove_blank_text=False, compact=True, default_doctype=False, collect_ids=False,
 )
 
 
@@ -263,9 +270,10 @@ def parse_page(
     """
     limits = limits or PageLimits()
     with own_error(ParseError):
+        # the walk judges hiding itself, as it reads each element's attributes anyway
         root, encoding, truncated, meta, json_ld = parse_tree(body, content_type, limits,
-                                                              visibility)
-        page = _walk(root, limits, truncated)
+                                                              visibility, mark=False)
+        page = _walk(root, limits, truncated, not visibility)
         page.url, page.encoding, page.meta, page.json_ld = url, encoding, meta, json_ld
         if positions:
             from scrapy_grownup.graph.laplacian import laplacian_positions
@@ -275,33 +283,33 @@ def parse_page(
 
 
 def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
-               limits: PageLimits | None = None, visibility: bool = False):
+               limits: PageLimits | None = None, visibility: bool = False, mark: bool = True):
     """Decode and parse into the cleaned lxml tree whose elements become the nodes.
 
     Returns ``(root, encoding, truncated, meta, json_ld)``; ``PageStructure.locator`` paths
-    resolve against this ``root`` (the ``inspect`` report relies on it).
+    resolve against this ``root`` (the ``inspect`` report relies on it). Hidden elements are
+    removed (``visibility``) or carry ``HIDDEN_MARK``; ``mark=False`` leaves them unmarked for
+    a caller that judges them itself.
     """
     limits = limits or PageLimits()
     truncated: list[str] = []
     if isinstance(body, str):
         text, encoding = body, "unicode"
-        if not text.strip():
+        if not text or text.isspace():  # not strip(): no copy of the page
             raise EmptyPageError("empty body")
         sniff_binary(text)
         if len(text) > limits.max_bytes:
             text, truncated = text[: limits.max_bytes], ["bytes"]
     else:
         body = bytes(body)
-        if not body.strip():
+        if not body or body.isspace():
             raise EmptyPageError("empty body")
         sniff_binary(body, content_type)
         if len(body) > limits.max_bytes:
             body, truncated = body[: limits.max_bytes], ["bytes"]
         text, encoding = decode_html(body, content_type)
-    # nothing lxml would refuse later (a removed element's tail moved to its neighbour, an
-    # attribute set by the inspect report): one scan of the document, at C speed
-    data = xml_safe(text).encode("utf-8", errors="replace")
-    if not data.strip():
+    data = _document_bytes(text, body if encoding == "utf-8" else None)
+    if not data or data.isspace():
         raise EmptyPageError("empty body")
     try:
         parser = _parser()
@@ -320,9 +328,29 @@ def parse_tree(body: bytes | str, content_type: str | bytes | None = None,
     etree.strip_elements(root, *REMOVED_TAGS, with_tail=False)
     if visibility:
         remove_hidden(root)
-    else:
+    elif mark:
         mark_hidden(root)
     return root, encoding, truncated, meta, json_ld
+
+
+# What XML refuses (``xmlsafe.XML_REFUSED``) that a strict UTF-8 decoding can hold: C0 controls
+# but tab, LF and CR (as bytes), and U+FFFE / U+FFFF (as characters: a fast search of the text).
+_REFUSED_BYTES = bytes(range(0x09)) + b"\x0b\x0c" + bytes(range(0x0e, 0x20))
+
+
+def _document_bytes(text: str, utf8_body: bytes | None) -> bytes:
+    """The document for libxml2: ``text`` without what lxml would refuse later (a removed
+    element's tail moved to its neighbour, an attribute set by the inspect report), as UTF-8.
+
+    ``utf8_body`` is the body ``text`` was decoded from as UTF-8 (or ``None``): when that
+    decoding was strict (no U+FFFD: a lenient one replaces something) the body is already
+    those bytes, so it is used as it is unless it holds a refused character."""
+    if utf8_body is not None and "\ufffd" not in text and "\ufffe" not in text and \
+            "\uffff" not in text:
+        data = utf8_body[3:] if utf8_body.startswith(codecs.BOM_UTF8) else utf8_body
+        if len(data.translate(None, _REFUSED_BYTES)) == len(data):
+            return data
+    return xml_safe(text).encode("utf-8", errors="replace")
 
 
 # Meta keys that repeat once per author (or tag, section); their values are joined with "; ".
@@ -394,13 +422,18 @@ _font_features = font_features  # cached in fonts.py, but for huge styles (memor
 @lru_cache(maxsize=4096)
 def _tag_info(raw_tag) -> tuple | None:
     """What the walk needs of an element by its raw ``tag``: ``(name, tag id, block, text,
-    kept attribute names, font buckets without style)``; ``None`` for comments, PIs and
-    entities."""
+    kept attribute names, font buckets without style, visibility.tag_hiding)``; ``None`` for
+    comments, PIs and entities."""
     tag = _norm_tag(raw_tag)
     if tag is None:
         return None
     return (tag, tag_index(tag), tag in BLOCK_TAGS, tag not in NON_TEXT_TAGS,
-            KEPT_ATTRIBUTES.get(tag), font_features(tag, None, None))
+            KEPT_ATTRIBUTES.get(tag), font_features(tag, None, None),
+            tag_hiding(raw_tag.rsplit("}", 1)[-1].lower()))
+
+
+# Attributes only a few elements carry: one ``keys()`` call tells whether to read any of them.
+_RARE_ATTRIBUTES = frozenset({"role", "aria-modal", "itemprop", HIDDEN_MARK, *HIDING_ATTRIBUTES})
 
 
 def _page_text(el) -> str:
@@ -426,45 +459,92 @@ def _page_text(el) -> str:
     return "".join(parts)
 
 
-def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
+def _node_attrs(el, tag: str, kept: tuple[str, ...] | None, rare: bool, hidden: bool,
+                max_attr: int) -> tuple[dict[str, str], bool]:
+    """``PageStructure.attrs`` of one node (empty when it has none of them) and whether a
+    value was cut. ``kept``: its tag's ``KEPT_ATTRIBUTES``; ``rare``: it has one of
+    ``_RARE_ATTRIBUTES``; ``hidden``: it is judged hidden."""
+    values: dict[str, str] = {}
+    cut = False
+    get = el.get
+    for name in kept or ():
+        value = get(name)
+        if value:
+            if len(value) > max_attr:
+                if tag == "img":  # a data: URI image; not read, so nothing is cut
+                    continue
+                cut = True
+                if name == "href":  # a cut URL would point elsewhere
+                    continue
+                value = value[:max_attr]
+            values[name] = value
+    if rare:
+        role = get("role")
+        if role:  # ARIA landmarks (layout features) and dialogs (refine.dialog_nodes)
+            values["role"] = role[:100]
+        modal = get("aria-modal")
+        if modal:
+            values["aria-modal"] = modal[:10]
+        if hidden or get(HIDDEN_MARK):
+            values["hidden"] = "1"
+        itemprop = get("itemprop")
+        if itemprop:
+            content = get("content")
+            if len(itemprop) > max_attr or (content and len(content) > max_attr):
+                itemprop, content = itemprop[:max_attr], content and content[:max_attr]
+                cut = True
+            values["itemprop"] = itemprop
+            if content:
+                values["content"] = content
+    elif hidden:
+        values["hidden"] = "1"
+    return values, cut
+
+
+def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = False
+          ) -> PageStructure:
     """One pass over the tree with lxml's ``iterwalk``: a node is recorded at its start event
     and its tail text (which belongs to its parent) is emitted at its end event, after its
     subtree. A node over the depth / node caps folds its whole text into its parent and its
-    subtree is skipped."""
-    # One tuple per node: (tag, tag id, parent, depth, child index, font, class, id).
+    subtree is skipped. Hidden nodes are those ``HIDDEN_MARK`` marks, and with
+    ``judge_hidden`` those ``visibility.is_hidden`` hides (the tree is not marked then).
+
+    The loop does the least per element: child positions and counts come from the parent
+    array afterwards, and the attributes few elements carry are read only where ``keys()``
+    names one."""
+    # One tuple per node: (tag, tag id, parent, depth, font, class, id).
     nodes: list[tuple] = []
-    num_children: list[int] = []
-    # One tuple per text run: (owner, separator before it, text, nodes opened before it).
+    # One tuple per text run: (owner, separator before it, raw text, nodes opened before it).
     segs: list[tuple[int, int, str, int]] = []
+    folded_into: list[int] = []  # the parent of each element the caps left out
     attrs: dict[int, dict[str, str]] = {}
     raw_text: dict[int, str] = {}
-    tag_info, font_of = _tag_info, _font_features
+    tag_info, font_of, rare_names = _tag_info, _font_features, _RARE_ATTRIBUTES
     title = ""
-    lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
-    sep = SEP_NONE  # separator before the next text run
-
-    def emit(owner: int, raw: str) -> None:
-        """Append the text run ``raw`` (not empty, not all whitespace) owned by ``owner``."""
-        nonlocal sep
-        if sep == SEP_NONE and raw[:1].isspace():
-            sep = SEP_SPACE
-        segs.append((owner, sep if segs else SEP_BLOCK, " ".join(raw.split()), len(nodes)))
-        sep = SEP_SPACE if raw[-1:].isspace() else SEP_NONE
-
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
     max_attr = limits.max_attribute_chars
+    lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
     cut_attr = False  # a value over max_attr was cut (or a URL over it left out)
     if lang and len(lang) > max_attr:
         lang, cut_attr = lang[:max_attr], True
-    # Per open element: [node index (-1: folded or not an element), element children so far,
-    # block element]. ``open_nodes[-1]`` is the parent of the element being started.
-    open_nodes: list[list] = []
+    sep = SEP_NONE  # separator before the next text run
+
+    def emit(owner: int, raw: str, opened: int) -> None:
+        """Append the text run ``raw`` (not empty, not all whitespace) owned by ``owner``,
+        after ``opened`` nodes. The first run's separator is set at the end."""
+        nonlocal sep
+        if sep == SEP_NONE and raw[0].isspace():
+            sep = SEP_SPACE
+        segs.append((owner, sep, raw, opened))
+        sep = SEP_SPACE if raw[-1].isspace() else SEP_NONE
+
+    # Per open element: (node index, or -1 when folded or not an element; block element, or
+    # None when not an element). ``open_nodes[-1]`` is the parent of the element being started.
+    open_nodes: list[tuple[int, bool | None]] = []
     walker = etree.iterwalk(root, events=("start", "end"))
     for event, el in walker:
         if event == "end":
-            idx, children, block = open_nodes.pop()
-            if idx >= 0:
-                num_children[idx] = children
+            block = open_nodes.pop()[1]
             if not open_nodes:
                 break  # the root: no tail
             if block is None:  # not an element
@@ -473,31 +553,24 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
                 sep = SEP_BLOCK
             tail = el.tail
             if tail:
-                if tail.isspace():  # what emit() would do with it
+                if tail.isspace():
                     if sep == SEP_NONE:
                         sep = SEP_SPACE
                 else:
-                    emit(open_nodes[-1][0], tail)
+                    emit(open_nodes[-1][0], tail, len(nodes))
             continue
         info = tag_info(el.tag)
         if info is None:
-            open_nodes.append([-1, 0, None])
+            open_nodes.append((-1, None))
             walker.skip_subtree()
             continue
-        tag, tag_id, block, has_text, kept, plain_font = info
+        tag, tag_id, block, has_text, kept, plain_font, hiding = info
         dep = len(open_nodes)
-        if dep:
-            up = open_nodes[-1]
-            par = up[0]
-            index = up[1]
-            up[1] = index + 1
-        else:
-            par, index = -1, 0
+        par = open_nodes[-1][0] if dep else -1
         idx = len(nodes)
         if dep >= max_depth or idx >= max_nodes:
-            reason = "depth" if dep >= max_depth else "nodes"
-            if reason not in truncated:
-                truncated.append(reason)
+            _flag(truncated, "depth" if dep >= max_depth else "nodes")
+            folded_into.append(par)
             if has_text and par >= 0:
                 if block:
                     sep = SEP_BLOCK
@@ -507,12 +580,20 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
                         if sep == SEP_NONE:
                             sep = SEP_SPACE
                     else:
-                        emit(par, text)
-            open_nodes.append([-1, 0, block])
+                        emit(par, text, idx)
+            open_nodes.append((-1, block))
             walker.skip_subtree()
             continue
         get = el.get
+        names = el.keys()
+        rare = not rare_names.isdisjoint(names)
         style, cls, eid = get("style"), get("class"), get("id")
+        hidden = False
+        if judge_hidden and hiding != TAG_NEVER:  # judged on the whole style, before a cut
+            if rare or hiding != TAG_ATTRIBUTES:
+                hidden = hidden_by(hiding, get, style)
+            elif style:
+                hidden = style_hides(style)
         if (style and len(style) > max_attr) or (cls and len(cls) > max_attr) or \
                 (eid and len(eid) > max_attr):
             style, cls, eid = style and style[:max_attr], cls and cls[:max_attr], \
@@ -523,79 +604,66 @@ def _walk(root, limits: PageLimits, truncated: list[str]) -> PageStructure:
             font = font_of(tag, style, size and size[:max_attr])
         else:
             font = plain_font
-        nodes.append((tag, tag_id, par, dep, index, font, cls, eid))
-        num_children.append(0)  # set at the end event
-        if kept is not None:
-            values = {}
-            for name in kept:
-                value = get(name)
-                if value:
-                    if len(value) > max_attr:
-                        if tag == "img":  # a data: URI image; not read, so nothing is cut
-                            continue
-                        cut_attr = True
-                        if name == "href":  # a cut URL would point elsewhere
-                            continue
-                        value = value[:max_attr]
-                    values[name] = value
+        nodes.append((tag, tag_id, par, dep, font, cls, eid))
+        if kept is not None or rare or hidden:
+            values, cut = _node_attrs(el, tag, kept, rare, hidden, max_attr)
             if values:
                 attrs[idx] = values
+            cut_attr = cut_attr or cut
             if tag == "pre":
                 raw_text[idx] = _page_text(el)
-        role = get("role")
-        if role:  # ARIA landmarks (layout features) and dialogs (refine.dialog_nodes)
-            attrs.setdefault(idx, {})["role"] = role[:100]
-        modal = get("aria-modal")
-        if modal:
-            attrs.setdefault(idx, {})["aria-modal"] = modal[:10]
-        if get(HIDDEN_MARK):
-            attrs.setdefault(idx, {})["hidden"] = "1"
-        itemprop = get("itemprop")
-        if itemprop:
-            values = attrs.setdefault(idx, {})
-            content = get("content")
-            if len(itemprop) > max_attr or (content and len(content) > max_attr):
-                itemprop, content = itemprop[:max_attr], content and content[:max_attr]
-                cut_attr = True
-            values["itemprop"] = itemprop
-            if content:
-                values["content"] = content
         text = el.text
-        if tag == "title" and not title and text:
-            if len(text) > max_attr:  # the <title> is read as a value (its text run is whole)
-                cut_attr = True
-            title = " ".join(text[:max_attr].split())
         if block:
             sep = SEP_BLOCK
-        if text and has_text:
-            if text.isspace():
-                if sep == SEP_NONE:
-                    sep = SEP_SPACE
-            else:
-                emit(idx, text)
-        open_nodes.append([idx, 0, block])
+        if text:
+            if tag == "title" and not title:
+                if len(text) > max_attr:  # the <title> is read as a value (its run is whole)
+                    cut_attr = True
+                title = " ".join(text[:max_attr].split())
+            if has_text:
+                if text.isspace():
+                    if sep == SEP_NONE:
+                        sep = SEP_SPACE
+                else:
+                    emit(idx, text, idx + 1)
+        open_nodes.append((idx, block))
     if not nodes:
         raise EmptyPageError("no element in the document")
     if cut_attr:
         _flag(truncated, "attribute")
     n = len(nodes)
-    tags, tag_ids, parent, depth, child_index, font, raw_class, raw_id = zip(*nodes)
-    seg_owner, seg_sep, seg_text, seg_pos = zip(*segs) if segs else ((), (), (), ())
+    tags, tag_ids, parent, depth, font, raw_class, raw_id = zip(*nodes)
+    parent = np.array(parent, dtype=np.int32)
+    # Children counts include the elements the caps left out. A node's siblings are nodes in
+    # document order: its position among them is its rank in its parent's group.
+    num_children = np.bincount(parent[1:], minlength=n)
+    if folded_into:
+        num_children += np.bincount(folded_into, minlength=n)
+    order = np.argsort(parent, kind="stable")
+    grouped = parent[order]
+    child_index = np.empty(n, dtype=np.int32)
+    child_index[order] = np.arange(n) - np.searchsorted(grouped, grouped)
+    seg_owner, seg_sep, seg_raw, seg_pos = zip(*segs) if segs else ((), (), (), ())
+    seg_sep = np.array(seg_sep, dtype=np.int8)
+    if segs:
+        seg_sep[0] = SEP_BLOCK  # the first run starts the text
+    # class and id values repeat: each distinct one is split once
+    words = {value: attribute_words(value) for value in {*raw_class, *raw_id}}
     return PageStructure(
         url=None,
         encoding="",
         tags=list(tags),
-        parent=np.array(parent, dtype=np.int32),
+        parent=parent,
         depth=np.array(depth, dtype=np.int32),
         tag_ids=np.array(tag_ids, dtype=np.int16),
-        child_index=np.array(child_index, dtype=np.int32),
-        num_children=np.array(num_children, dtype=np.int32),
-        font=np.array(font, dtype=np.int8).reshape(n, 3),
-        class_words=list(map(attribute_words, raw_class)),
-        id_words=list(map(attribute_words, raw_id)),
+        child_index=child_index,
+        num_children=num_children.astype(np.int32),
+        font=np.fromiter(chain.from_iterable(font), dtype=np.int8, count=3 * n).reshape(n, 3),
+        class_words=list(map(words.__getitem__, raw_class)),
+        id_words=list(map(words.__getitem__, raw_id)),
         seg_owner=np.array(seg_owner, dtype=np.int32),
-        seg_sep=np.array(seg_sep, dtype=np.int8),
-        seg_text=list(seg_text),
+        seg_sep=seg_sep,
+        seg_text=[" ".join(raw.split()) for raw in seg_raw],
         title=title,
         lang=lang,
         truncated=truncated,

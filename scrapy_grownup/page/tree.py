@@ -3,13 +3,17 @@
 Pages hold tens of thousands of nodes; a Python walk per node is the slow part of every
 per-page rule. Grouping nodes by depth turns "sum over my subtree" and "does any ancestor have
 this flag" into one ``numpy`` call per level.
+
+A page's nodes are in document (pre-)order, so a subtree is also a range of nodes,
+``range(i, end[i])`` (``subtree_ends``): for counts, a subtree's total is a difference of prefix
+sums and a flag covers its node's range, a few ``numpy`` calls whatever the depth.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["depth_levels", "inherit", "subtree_sum"]
+__all__ = ["depth_levels", "inherit", "range_inherit", "range_sum", "subtree_ends", "subtree_sum"]
 
 
 def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
@@ -37,3 +41,35 @@ def inherit(flags: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
     for nodes in levels[1:]:
         out[nodes] |= out[parent[nodes]]
     return out
+
+
+def subtree_ends(parent) -> np.ndarray:
+    """int64 [n]: one past each node's last descendant, for nodes in pre-order (``parent[i] <
+    i``): node ``i``'s subtree is ``range(i, end[i])``."""
+    parent = np.asarray(parent).tolist()
+    n = len(parent)
+    size = [1] * n
+    for i in range(n - 1, 0, -1):
+        size[parent[i]] += size[i]
+    return np.arange(n, dtype=np.int64) + np.array(size, dtype=np.int64)
+
+
+def range_sum(counts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``subtree_sum`` for whole-number values (lengths, counts) of a pre-order tree with
+    ``end = subtree_ends(parent)``: prefix sums, exact for such values, so equal."""
+    prefix = np.zeros(len(end) + 1)
+    np.cumsum(counts, dtype=np.float64, out=prefix[1:])
+    return prefix[end] - prefix[:-1]
+
+
+def range_inherit(flags: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``inherit`` for a pre-order tree with ``end = subtree_ends(parent)``: a node's flag
+    covers its range, counted up at its start and down at its end."""
+    n = len(end)
+    flat = flags.reshape(n, -1)
+    k = flat.shape[1]
+    rows, columns = np.nonzero(flat)
+    delta = np.bincount(rows * k + columns, minlength=(n + 1) * k) - \
+        np.bincount(end[rows] * k + columns, minlength=(n + 1) * k)
+    covered = np.cumsum(delta.reshape(n + 1, k), axis=0)[:n] > 0
+    return covered.reshape(flags.shape)

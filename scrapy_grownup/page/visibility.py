@@ -18,12 +18,15 @@ Only markup counts: stylesheets and scripts are not evaluated.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from lxml import etree
 
 from scrapy_grownup.page.xmlsafe import xml_safe
 
-__all__ = ["HIDDEN_MARK", "NOSCRIPT_MIN_TEXT", "hidden_elements", "is_hidden", "mark_hidden",
-           "remove_hidden", "resolve_noscript"]
+__all__ = ["HIDDEN_MARK", "HIDING_ATTRIBUTES", "NOSCRIPT_MIN_TEXT", "hidden_by",
+           "hidden_elements", "is_hidden", "mark_hidden", "remove_hidden", "resolve_noscript",
+           "style_hides", "tag_hiding"]
 
 NOSCRIPT_MIN_TEXT = 200
 _NEVER_REMOVED = frozenset({"html", "head", "body"})
@@ -31,25 +34,59 @@ _HIDDEN_XPATH = etree.XPath(
     "//*[@hidden or @aria-hidden or @style or self::template or self::dialog]")
 
 
-def _style_hides(style: str) -> bool:
+# What a tag alone says (``tag_hiding``): never hidden, always hidden, hidden unless ``open``,
+# or up to the attributes.
+TAG_NEVER, TAG_ALWAYS, TAG_UNLESS_OPEN, TAG_ATTRIBUTES = range(4)
+# The attributes that can hide an element of any tag besides ``style``: the DOM walk reads
+# them only on the few elements whose attribute names include one.
+HIDING_ATTRIBUTES = ("hidden", "aria-hidden")
+MAX_STYLE_CHARS = 10_000  # a longer ``style`` is not read for hiding
+_MAX_CACHED_STYLE = 256  # longer styles are checked each time, so the cache stays small
+
+
+def _compact_style_hides(style: str) -> bool:
     compact = "".join(style.lower().split())
     return "display:none" in compact or "visibility:hidden" in compact
+
+
+_cached_style_hides = lru_cache(maxsize=4096)(_compact_style_hides)  # styles repeat on a site
+
+
+def style_hides(style: str | None) -> bool:
+    """Whether an inline ``style`` hides its element (``display:none``, ``visibility:hidden``)."""
+    if not style or len(style) >= MAX_STYLE_CHARS:
+        return False
+    if len(style) > _MAX_CACHED_STYLE:
+        return _compact_style_hides(style)
+    return _cached_style_hides(style)
+
+
+def tag_hiding(tag: str) -> int:
+    """``TAG_*`` for a lower-case local tag name."""
+    if tag in _NEVER_REMOVED:
+        return TAG_NEVER
+    if tag == "template":
+        return TAG_ALWAYS
+    return TAG_UNLESS_OPEN if tag == "dialog" else TAG_ATTRIBUTES
+
+
+def hidden_by(hiding: int, get, style: str | None) -> bool:
+    """``is_hidden`` from the tag's ``tag_hiding``, the element's ``get`` and its ``style``."""
+    if hiding == TAG_NEVER:
+        return False
+    if hiding == TAG_ALWAYS or (hiding == TAG_UNLESS_OPEN and get("open") is None):
+        return True
+    if get("hidden") is not None:
+        return True
+    if (get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    return style_hides(style)
 
 
 def is_hidden(el) -> bool:
     """Whether markup alone hides ``el`` (see the module docstring for the rules)."""
     tag = el.tag if isinstance(el.tag, str) else ""
-    tag = tag.rsplit("}", 1)[-1].lower()
-    if tag in _NEVER_REMOVED:
-        return False
-    if tag == "template" or (tag == "dialog" and el.get("open") is None):
-        return True
-    if el.get("hidden") is not None:
-        return True
-    if (el.get("aria-hidden") or "").strip().lower() == "true":
-        return True
-    style = el.get("style")
-    return bool(style) and len(style) < 10_000 and _style_hides(style)
+    return hidden_by(tag_hiding(tag.rsplit("}", 1)[-1].lower()), el.get, el.get("style"))
 
 
 def _append_tail(el, text: str) -> None:
