@@ -3,7 +3,7 @@ out of fold over sites, on the ``wcxb_dev`` pages and their gold page types.
 
 The shipped classifier was fitted on all of ``wcxb_dev``, so its own scores there are in-sample.
 This refits the same recipe (``training.page_type_fit.fit_page_type``: the linear SVM over text,
-URL and ``og:type`` words, page signals and the model's pooled genre inputs, C chosen over the
+URL and ``og:type`` words, page signals and the model's pooled page-type inputs, C chosen over the
 training side's sites) on the training sites of each of ``--folds`` site-grouped folds
 (``data.splits.site_groups``: a site, its domain and its near-duplicates never on both sides)
 and scores the held-out sites' pages with it: the top type's softmax score, as
@@ -37,8 +37,8 @@ def out_of_fold(model: str, folds: int, seed: int, workers: int, limit: int | No
     from scrapy_grownup.model import GrownUpModel
     from scrapy_grownup.training.corpus import corpus_encoder
     from scrapy_grownup.training.crosssite import load_records
-    from scrapy_grownup.training.genre import GENRES
-    from scrapy_grownup.training.genre_sites import corpus_groups, site_corpus
+    from scrapy_grownup.training.page_type_cv import PAGE_TYPES
+    from scrapy_grownup.training.page_type_sites import corpus_groups, site_corpus
     from scrapy_grownup.training.page_type import pooled_inputs
     from scrapy_grownup.training.page_type_fit import fit_page_type
 
@@ -49,7 +49,7 @@ def out_of_fold(model: str, folds: int, seed: int, workers: int, limit: int | No
     pooled = pooled_inputs(directory, store)
     texts, urls, og = info["texts"], info["urls"], info["og_types"]
     signals = np.asarray(info["signals"], np.float32)
-    gold = np.asarray(info["genres"], np.int64)
+    gold = np.asarray(info["page_types"], np.int64)
     groups = np.asarray(corpus_groups(records, info["keys"]))
     predicted = np.full(len(gold), -1)
     score = np.zeros(len(gold))
@@ -57,7 +57,7 @@ def out_of_fold(model: str, folds: int, seed: int, workers: int, limit: int | No
         assert not set(groups[train]) & set(groups[test])
         classifier = fit_page_type(
             [texts[i] for i in train], [urls[i] for i in train], signals[train],
-            pooled[train], gold[train], GENRES, groups=list(groups[train]), seed=seed,
+            pooled[train], gold[train], PAGE_TYPES, groups=list(groups[train]), seed=seed,
             og_types=[og[i] for i in train])
         probs = classifier.probabilities([texts[i] for i in test], [urls[i] for i in test],
                                          signals[test], pooled[test], [og[i] for i in test])
@@ -65,7 +65,7 @@ def out_of_fold(model: str, folds: int, seed: int, workers: int, limit: int | No
         print(json.dumps({"fold": k, "test_pages": len(test),
                           "accuracy": round(float((predicted[test] == gold[test]).mean()), 4)}),
               file=sys.stderr, flush=True)
-    return gold, predicted, score, groups, list(GENRES)
+    return gold, predicted, score, groups, list(PAGE_TYPES)
 
 
 def table(rows) -> str:

@@ -205,7 +205,7 @@ class ArticleExtractor:
         # decisions (``threshold`` then applies to the rescored probabilities)
         self.rescorer = rescorer
         # ``page_type_classifier.PageTypeClassifier``: the page type from the page's words,
-        # URL, signals and the backbone's pooled view, in place of the genre head's
+        # URL, signals and the backbone's pooled view, in place of the page-type head's
         self.page_type = None
         # ``confidence.ConfidenceModel``: each article's ``confidence`` (None without one)
         self.confidence = None
@@ -215,15 +215,15 @@ class ArticleExtractor:
         """The page-only features this extractor reads (cached properties of
         ``PageStructure``): the layout features (the model's input, the block rescorer's), the
         repeated-structure features (a model's input, where it reads them) and the page signals
-        (the page-type classifier's, the rescorer's, a genre head's). A crawl's featurization
-        workers compute them beside the parse, off the model's process."""
+        (the page-type classifier's, the rescorer's, a page-type head's). A crawl's
+        featurization workers compute them beside the parse, off the model's process."""
         names = []
         if self.featurizer.layout or self.rescorer is not None:
             names.append("layout")
         if self.featurizer.repetition:
             names.append("repetition")
         if (self.rescorer is not None or self.page_type is not None
-                or getattr(self.model.config, "genre_signals", "")):
+                or getattr(self.model.config, "page_type_signals", "")):
             names.append("signals")
         return tuple(names)
 
@@ -486,8 +486,8 @@ class ArticleExtractor:
         return [o["content"] for o in self.predict(pages)]
 
     def predict(self, pages: Sequence[PageStructure]) -> list[dict]:
-        """Per page: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre`` [G]
-        probabilities (``None`` when the model has no role / genre head)."""
+        """Per page: ``content`` [n] probabilities, ``roles`` [n, R] and ``page_type`` [G]
+        probabilities (``None`` when the model has no role / page-type head)."""
         def make_batch(ids):
             return self.featurizer.batch([pages[i] for i in ids])
 
@@ -519,7 +519,7 @@ class ArticleExtractor:
         from scrapy_grownup.graph.page_inputs import page_inputs
 
         return page_inputs(page, self.featurizer.layout, self.featurizer.repetition,
-                           signals=bool(self.model.config.genre_signals))
+                           signals=bool(self.model.config.page_type_signals))
 
     def batch_outputs(self, inputs: Sequence) -> list[dict]:
         """Per page of ``inputs`` (``page_inputs``), what ``predict`` returns before the
@@ -562,7 +562,7 @@ class ArticleExtractor:
     def article(self, page: PageStructure, scores: np.ndarray,
                 refine: bool | None = None, outputs: dict | None = None) -> Article:
         """The article of ``page`` from its node scores (``refine`` overrides the default);
-        ``outputs`` (from ``predict``) adds the genre and role heads' fields."""
+        ``outputs`` (from ``predict``) adds the page-type and role heads' fields."""
         from scrapy_grownup.decisions.head_fields import head_fields
 
         # code blocks and data tables whole, so text and Markdown never show half of one
@@ -574,7 +574,7 @@ class ArticleExtractor:
         roles = outputs.get("roles") if outputs is not None else None
         # role_fields below replaces the role head's plain fields: they are not built
         heads = head_fields(page, outputs if roles is None else {**outputs, "roles": None},
-                            self.model.genre_names, self.model.role_names) \
+                            self.model.page_type_names, self.model.role_names) \
             if outputs is not None else {}
         if roles is not None:
             from scrapy_grownup.decisions.roles import role_fields
@@ -606,31 +606,31 @@ class ArticleExtractor:
 
 def load_page_type(directory: Path, model):
     """The model directory's ``PageTypeClassifier`` (``page_type.npz``; ``None`` without one,
-    or for a model whose genre head does not pool content, which the classifier reads)."""
+    or for a model whose page-type head does not pool content, which the classifier reads)."""
     from scrapy_grownup.decisions.page_type import PAGE_TYPE_FILE, PageTypeClassifier
 
     path = Path(directory) / PAGE_TYPE_FILE
-    if not path.is_file() or model.genre_head is None or model.genre_readout is None:
+    if not path.is_file() or model.page_type_head is None or model.page_type_readout is None:
         return None
     try:
         classifier = PageTypeClassifier.load(path)
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"{path}: {exc}") from None
-    if list(classifier.names) != list(model.genre_names):
+    if list(classifier.names) != list(model.page_type_names):
         raise ModelLoadError(f"{path}: page types {list(classifier.names)}, the model's "
-                             f"genre head has {list(model.genre_names)}")
+                             f"page-type head has {list(model.page_type_names)}")
     return classifier
 
 
 def page_type_probabilities(classifier, pages: Sequence[PageStructure],
                             outputs: list[dict]) -> None:
-    """Replace each page's ``genre`` in ``outputs`` by the page-type classifier's (which
-    reads the genre head's pooled inputs, the page's text, URL, declared ``og:type`` and
+    """Replace each page's ``page_type`` in ``outputs`` by the page-type classifier's (which
+    reads the page-type head's pooled inputs, the page's text, URL, declared ``og:type`` and
     signals)."""
-    rows = [i for i, out in enumerate(outputs) if out.get("genre_inputs") is not None]
+    rows = [i for i, out in enumerate(outputs) if out.get("page_type_inputs") is not None]
     if not rows:
         return
-    pooled = np.stack([outputs[i]["genre_inputs"][:classifier.pooled_dim] for i in rows])
+    pooled = np.stack([outputs[i]["page_type_inputs"][:classifier.pooled_dim] for i in rows])
     from scrapy_grownup.decisions.page_type import page_text
 
     probs = classifier.probabilities(
@@ -638,9 +638,9 @@ def page_type_probabilities(classifier, pages: Sequence[PageStructure],
         np.stack([pages[i].signals for i in rows]), pooled,
         [pages[i].meta.get("og:type") for i in rows])
     for i, p in zip(rows, probs):
-        outputs[i]["genre"] = p
+        outputs[i]["page_type"] = p
         # below it, no page type is reported (its score is kept): head_fields
-        outputs[i]["genre_reliable_score"] = getattr(classifier, "reliable_score", None)
+        outputs[i]["page_type_reliable_score"] = getattr(classifier, "reliable_score", None)
 
 
 def load_rescorer(directory: Path, rescore: bool | None = None):
@@ -707,8 +707,9 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
 
     ``make_batch(page_indices)`` builds the model input of those pages; outputs come back
     in page order. ``heads=True`` gives per page a dict: ``content`` (those probabilities),
-    ``roles`` ([n, R] role probabilities), ``genre`` ([G] genre probabilities) and
-    ``genre_inputs`` ([D] what the genre head starts from), None for a head the model lacks.
+    ``roles`` ([n, R] role probabilities), ``page_type`` ([G] page-type probabilities) and
+    ``page_type_inputs`` ([D] what the page-type head starts from), None for a head the model
+    lacks.
     """
     import torch
 
@@ -726,16 +727,16 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
             probs = torch.sigmoid(output.node_logits.float()).cpu().numpy()
             ptr = batch.ptr.cpu().numpy()
             if heads:
-                roles, genre = model.head_probabilities(output)
-                inputs = output.genre_inputs.float().cpu().numpy() \
-                    if output.genre_inputs is not None else None
+                roles, page_type = model.head_probabilities(output)
+                inputs = output.page_type_inputs.float().cpu().numpy() \
+                    if output.page_type_inputs is not None else None
             for j, i in enumerate(ids):
                 out[i] = probs[ptr[j]:ptr[j + 1]]
                 if heads:
                     out[i] = {"content": out[i],
                               "roles": roles[ptr[j]:ptr[j + 1]] if roles is not None else None,
-                              "genre": genre[j] if genre is not None else None,
-                              "genre_inputs": inputs[j] if inputs is not None else None}
+                              "page_type": page_type[j] if page_type is not None else None,
+                              "page_type_inputs": inputs[j] if inputs is not None else None}
     return out  # type: ignore[return-value]
 
 
@@ -751,7 +752,7 @@ def numpy_probabilities(model, pages: Sequence[PageStructure], featurizer, batch
         for ids in node_budget_batches([p.num_nodes for p in pages], batch_nodes):
             chunk = [pages[i] for i in ids]
             arrays = featurizer.batch_arrays(chunk)
-            if model.config.genre_signals:
+            if model.config.page_type_signals:
                 arrays["x_signals"] = np.stack([page.signals for page in chunk])
             for i, result in zip(ids, model.predict(arrays)):
                 out[i] = result

@@ -217,7 +217,7 @@ def test_graceful_stop_loses_no_item(tmp_path):
 
 
 def test_page_types_keep_only_the_chosen_types(tmp_path):
-    """Real page-type pages: an item is kept exactly when the shipped genre head puts its page
+    """Real page-type pages: an item is kept exactly when the shipped page-type head puts its page
     in GROWNUP_PAGE_TYPES; every other page is one counted ``page_type`` drop."""
     from scrapy_grownup import ArticleExtractor
     from scrapy_grownup.data import datasets
@@ -228,9 +228,9 @@ def test_page_types_keep_only_the_chosen_types(tmp_path):
     except datasets.DatasetNotAvailable:
         pytest.skip("page-type data not available")
     chosen = []
-    for genre in ("article", "product", "forum", "documentation"):
+    for page_type in ("article", "product", "forum", "documentation"):
         chosen += [records[i] for i in heldout_ids("pagetype")
-                   if records[i].extra["page_type"] == genre][:2]
+                   if records[i].extra["page_type"] == page_type][:2]
     root = tmp_path / "site"
     root.mkdir()
     links = []

@@ -1,4 +1,4 @@
-"""Genre readout, context role head and fitting heads on a frozen backbone."""
+"""Page-type readout, context role head and fitting heads on a frozen backbone."""
 
 import numpy as np
 import pytest
@@ -69,9 +69,10 @@ def test_content_pooled_readout_by_hand():
 
 
 def _heads_config(**changes):
-    config = ModelConfig.preset("tiny", encoder="static", num_genres=3,
-                                genre_names=["a", "b", "c"], genre_readout="content_pooled",
-                                genre_hidden=8, num_roles=2, role_names=["x", "y"],
+    config = ModelConfig.preset("tiny", encoder="static", num_page_types=3,
+                                page_type_names=["a", "b", "c"],
+                                page_type_readout="content_pooled",
+                                page_type_hidden=8, num_roles=2, role_names=["x", "y"],
                                 role_features="context", role_head_hidden=8)
     return config.replace(**changes) if changes else config
 
@@ -96,12 +97,13 @@ def test_heads_train_and_infer_alike_and_round_trip(tmp_path):
 
     torch.manual_seed(0)
     model = GrownUpModel(_heads_config())
-    assert isinstance(model.genre_readout, ContentPooledReadout) and model.genre_norm is None
+    assert isinstance(model.page_type_readout, ContentPooledReadout)
+    assert model.page_type_norm is None
     assert isinstance(model.role_head, ContextRoleHead)
     batch = Batch.from_data_list([_graph(1), _graph(2), _graph(3, 5)])
-    out = model(batch, genre_labels=torch.tensor([0, 1, -1]))
-    (out.genre_logits.sum() + out.role_logits.sum()).backward()
-    assert model.genre_head.weight.grad is not None
+    out = model(batch, page_type_labels=torch.tensor([0, 1, -1]))
+    (out.page_type_logits.sum() + out.role_logits.sum()).backward()
+    assert model.page_type_head.weight.grad is not None
     assert model.role_head.net[1].weight.grad is not None
     # the heads do not move the content decision
     assert all(p.grad is None or not p.grad.any() for p in model.node_head.parameters())
@@ -110,19 +112,19 @@ def test_heads_train_and_infer_alike_and_round_trip(tmp_path):
         slow = model(batch)
     with torch.inference_mode():  # the inference path (role head: ContextRoleHead.infer)
         fast = model(batch)
-    assert torch.allclose(slow.genre_logits, fast.genre_logits, atol=1e-4)
+    assert torch.allclose(slow.page_type_logits, fast.page_type_logits, atol=1e-4)
     assert torch.allclose(slow.role_logits, fast.role_logits, atol=1e-4)
     # the same through the extractor's batch form (text blocks as distinct-string tables)
     tables = _as_tables(batch)
     with torch.inference_mode():
         indexed = model(tables)
     assert torch.allclose(indexed.role_logits, fast.role_logits, atol=1e-4)
-    assert torch.allclose(indexed.genre_logits, fast.genre_logits, atol=1e-4)
+    assert torch.allclose(indexed.page_type_logits, fast.page_type_logits, atol=1e-4)
     model.save_pretrained(tmp_path / "m")
     loaded = GrownUpModel.from_pretrained(tmp_path / "m")
     with torch.inference_mode():
         again = loaded(batch)
-    assert torch.allclose(again.genre_logits, fast.genre_logits, atol=1e-5)
+    assert torch.allclose(again.page_type_logits, fast.page_type_logits, atol=1e-5)
     assert torch.allclose(again.role_logits, fast.role_logits, atol=1e-5)
 
 
@@ -140,29 +142,30 @@ def _as_tables(batch):
 def test_config_rejects_context_roles_without_hidden_layer():
     with pytest.raises(ValueError, match="role_head_hidden"):
         _heads_config(role_head_hidden=0)
-    with pytest.raises(ValueError, match="genre_readout"):
-        _heads_config(genre_readout="cls_token")
+    with pytest.raises(ValueError, match="page_type_readout"):
+        _heads_config(page_type_readout="cls_token")
 
 
 def test_fitted_heads_learn_separable_classes():
-    from scrapy_grownup.training.heads import (HeadFitConfig, fit_genre_head, fit_role_head,
-                                               predict_genre)
+    from scrapy_grownup.training.heads import (HeadFitConfig, fit_page_type_head, fit_role_head,
+                                               predict_page_type)
 
     torch.manual_seed(0)
-    model = GrownUpModel(_heads_config(genre_hidden=32, genre_dropout=0.1))
+    model = GrownUpModel(_heads_config(page_type_hidden=32, page_type_dropout=0.1))
     rng = np.random.default_rng(0)
-    # genre: the class shows as a bump in one of three blocks of 20 features
-    dim = model.genre_readout.in_dim
+    # page_type: the class shows as a bump in one of three blocks of 20 features
+    dim = model.page_type_readout.in_dim
     y = rng.integers(0, 3, 300)
     x = rng.normal(size=(300, dim)).astype(np.float32)
     for k in range(3):
         x[np.ix_(y == k, range(20 * k, 20 * k + 20))] += 1.5
     x = torch.from_numpy(x)
     before = model.state_dict()["node_head.net.weight"].clone()
-    fit_genre_head(model, x[:200], y[:200], HeadFitConfig(genre_steps=300, genre_lr=1e-2))
-    accuracy = (predict_genre(model, x[200:]).argmax(1) == y[200:]).mean()
+    fit_page_type_head(model, x[:200], y[:200],
+                       HeadFitConfig(page_type_steps=300, page_type_lr=1e-2))
+    accuracy = (predict_page_type(model, x[200:]).argmax(1) == y[200:]).mean()
     assert accuracy > 0.8
-    probs = predict_genre(model, x[200:])
+    probs = predict_page_type(model, x[200:])
     assert np.allclose(probs.sum(1), 1.0, atol=1e-5)
     # roles: the class shifts twenty inputs up or down
     dim = model.role_head.in_dim

@@ -224,7 +224,7 @@ def test_shipped_model_scores_do_not_depend_on_the_batch_form(golden_pages):
     extractor = ArticleExtractor.from_pretrained("fast", device="cpu", runtime="torch")
     pages = golden_pages
     dense = Batch.from_data_list(extractor.featurizer.graphs(pages), exclude_keys=["page"])
-    if extractor.model.config.genre_signals:  # its genre head reads them (x_signals, as training)
+    if extractor.model.config.page_type_signals:  # its page-type head reads them (x_signals)
         from scrapy_grownup.graph.signals import page_signals
 
         dense.x_signals = torch.from_numpy(np.stack([page_signals(p) for p in pages]))

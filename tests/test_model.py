@@ -202,7 +202,7 @@ def test_edge_types_use_different_weights():
 # -- backbone / model ---------------------------------------------------------------------------
 
 def test_shapes_for_a_batch_of_pages():
-    model = tiny_model(num_genres=3, num_roles=5).eval()
+    model = tiny_model(num_page_types=3, num_roles=5).eval()
     sizes = [5, 17, 1]
     batch = Batch.from_data_list([tree_page(n, seed=i) for i, n in enumerate(sizes)])
     with torch.no_grad():
@@ -211,7 +211,7 @@ def test_shapes_for_a_batch_of_pages():
     assert out.node_logits.shape == (n,)
     assert out.node_features.shape == (n, k)
     assert out.page_features.shape == (3, k)
-    assert out.genre_logits.shape == (3, 3)
+    assert out.page_type_logits.shape == (3, 3)
     assert out.role_logits.shape == (n, 5)
     assert torch.isfinite(out.node_logits).all() and torch.isfinite(out.page_features).all()
     # a single Data (no batch vector) works too
@@ -277,12 +277,12 @@ def test_plan_attention_groups():
 
 
 def test_gradients_reach_every_parameter():
-    model = tiny_model(num_genres=3, num_roles=4, node_head_hidden=8).train()
+    model = tiny_model(num_page_types=3, num_roles=4, node_head_hidden=8).train()
     batch = Batch.from_data_list([tree_page(n, seed=n) for n in (6, 11)])
-    out = model(batch, genre_labels=torch.tensor([0, 2]))
+    out = model(batch, page_type_labels=torch.tensor([0, 2]))
     targets = (torch.arange(batch.num_nodes) % 3 - 1).float()  # includes -1 (ignored)
     loss = (weighted_bce_with_smoothing(out.node_logits, targets, 1.2, 0.8)
-            + torch.nn.functional.cross_entropy(out.genre_logits, torch.tensor([0, 2]))
+            + torch.nn.functional.cross_entropy(out.page_type_logits, torch.tensor([0, 2]))
             + torch.nn.functional.cross_entropy(out.role_logits, torch.arange(17) % 4))
     loss.backward()
     no_grad = [name for name, p in model.named_parameters()
@@ -467,28 +467,30 @@ def test_arcface_training_separates_classes():
     assert (head(feats).argmax(1) == labels).float().mean() == 1.0
 
 
-def test_genre_and_role_heads_shapes_and_gradients():
-    model = tiny_model(num_genres=7, num_roles=6, genre_names=[f"g{i}" for i in range(7)]).train()
-    assert model.genre_names[3] == "g3" and model.role_names == [f"role_{i}" for i in range(6)]
+def test_page_type_and_role_heads_shapes_and_gradients():
+    model = tiny_model(num_page_types=7, num_roles=6,
+                       page_type_names=[f"g{i}" for i in range(7)]).train()
+    assert model.page_type_names[3] == "g3" and model.role_names == [f"role_{i}" for i in range(6)]
     batch = Batch.from_data_list([tree_page(n, seed=n) for n in (4, 9, 6)])
-    genre_y = torch.tensor([2, -1, 6])
-    out = model(batch, genre_labels=genre_y)
-    assert out.genre_logits.shape == (3, 7) and out.role_logits.shape == (19, 6)
+    page_type_y = torch.tensor([2, -1, 6])
+    out = model(batch, page_type_labels=page_type_y)
+    assert out.page_type_logits.shape == (3, 7) and out.role_logits.shape == (19, 6)
     role_y = torch.full((19,), -1)
     role_y[:5] = torch.tensor([0, 1, 2, 5, 5])
-    loss = masked_cross_entropy(out.genre_logits, genre_y) + \
+    loss = masked_cross_entropy(out.page_type_logits, page_type_y) + \
         masked_cross_entropy(out.role_logits, role_y, torch.tensor([0.5, 1, 1, 1, 1, 2.0]))
     loss.backward()
-    for name in ("genre_head.weight", "role_head.net.weight", "backbone.prelim.0.op.lin.weight"):
+    for name in ("page_type_head.weight", "role_head.net.weight",
+                 "backbone.prelim.0.op.lin.weight"):
         grad = dict(model.named_parameters())[name].grad
         assert grad is not None and grad.abs().sum() > 0, name
-    roles, genre = model.eval().head_probabilities(model(batch))
-    assert roles.shape == (19, 6) and genre.shape == (3, 7)
-    assert np.allclose(roles.sum(1), 1, atol=1e-5) and np.allclose(genre.sum(1), 1, atol=1e-5)
+    roles, page_type = model.eval().head_probabilities(model(batch))
+    assert roles.shape == (19, 6) and page_type.shape == (3, 7)
+    assert np.allclose(roles.sum(1), 1, atol=1e-5) and np.allclose(page_type.sum(1), 1, atol=1e-5)
     # without heads: no outputs
     plain = tiny_model().eval()
     out = plain(batch)
-    assert out.genre_logits is None and out.role_logits is None
+    assert out.page_type_logits is None and out.role_logits is None
     assert plain.head_probabilities(out) == (None, None)
 
 
@@ -503,16 +505,44 @@ def test_masked_cross_entropy():
 
 
 def test_head_names_are_validated():
-    with pytest.raises(ValueError, match="genre_names"):
-        tiny_config(num_genres=3, genre_names=["a", "b"])
+    with pytest.raises(ValueError, match="page_type_names"):
+        tiny_config(num_page_types=3, page_type_names=["a", "b"])
     with pytest.raises(ValueError, match="duplicate role_names"):
         tiny_config(num_roles=2, role_names=["a", "a"])
-    cfg = tiny_config(num_genres=2, genre_names=["x", "y"])
+    cfg = tiny_config(num_page_types=2, page_type_names=["x", "y"])
     assert ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     # a config written before the name fields existed still reads
     old = cfg.to_dict()
     del old["genre_names"], old["role_names"]
-    assert ModelConfig.from_dict(old).genre_names == []
+    assert ModelConfig.from_dict(old).page_type_names == []
+
+
+def test_page_type_fields_keep_their_saved_names_in_files():
+    """``ModelConfig`` says "page type"; saved configs keep their keys (``SAVED_CONFIG_KEYS``)
+    and saved weights their tensor names (``saved_tensor_name``), read either way."""
+    from scrapy_grownup.model.config import (SAVED_CONFIG_KEYS, model_tensor_name,
+                                             saved_config_keys, saved_tensor_name)
+
+    cfg = tiny_config(num_page_types=2, page_type_names=["x", "y"], page_type_hidden=8)
+    saved = cfg.to_dict()
+    assert saved["num_genres"] == 2 and saved["genre_names"] == ["x", "y"]
+    assert saved["genre_hidden"] == 8 and not set(saved) & set(SAVED_CONFIG_KEYS)
+    assert ModelConfig.from_dict(saved) == cfg
+    assert ModelConfig.from_dict(saved_config_keys(saved)) == cfg  # the code's spelling too
+    with pytest.raises(ValueError, match="given twice"):
+        ModelConfig.from_dict({**saved, "num_page_types": 2})
+    # --model-overrides written with the saved keys still apply
+    assert ModelConfig.preset("tiny", input_blocks=BLOCKS, feature_version="1",
+                              num_genres=3).num_page_types == 3
+    for name, on_disk in (("page_type_head.weight", "genre_head.weight"),
+                          ("page_type_readout.net.1.bias", "genre_readout.net.1.bias"),
+                          ("page_type_norm.running_mean", "genre_norm.running_mean"),
+                          ("page_type_head", "genre_head"),
+                          ("role_head.net.weight", "role_head.net.weight")):
+        assert saved_tensor_name(name) == on_disk
+        assert model_tensor_name(on_disk) == model_tensor_name(name) == name
+    model = tiny_model(num_page_types=2)
+    assert {saved_tensor_name(n) for n in model.state_dict()} >= {"genre_head.weight"}
 
 
 def test_weighted_bce_ignores_unlabelled_nodes():
@@ -587,7 +617,7 @@ def test_import_package_does_not_import_torch():
 # -- persistence --------------------------------------------------------------------------------
 
 def test_save_load_round_trip(tmp_path):
-    model = tiny_model(num_genres=2).eval()
+    model = tiny_model(num_page_types=2).eval()
     batch = Batch.from_data_list([tree_page(n, seed=n) for n in (5, 9)])
     with torch.no_grad():
         ref = model(batch)
@@ -604,7 +634,7 @@ def test_save_load_round_trip(tmp_path):
     with torch.no_grad():
         out = loaded(batch)
     assert torch.equal(out.node_logits, ref.node_logits)
-    assert torch.equal(out.genre_logits, ref.genre_logits)
+    assert torch.equal(out.page_type_logits, ref.page_type_logits)
 
     model.save_pretrained(tmp_path / "half", fp16=True)
     assert (tmp_path / "half" / "model.safetensors").stat().st_size < \
@@ -615,8 +645,8 @@ def test_save_load_round_trip(tmp_path):
         torch.testing.assert_close(half(batch).node_logits, ref.node_logits, atol=2e-2, rtol=2e-2)
 
 
-def test_save_load_round_trip_with_genre_and_role_heads(tmp_path):
-    model = tiny_model(num_genres=7, num_roles=6, genre_names=list("abcdefg"),
+def test_save_load_round_trip_with_page_type_and_role_heads(tmp_path):
+    model = tiny_model(num_page_types=7, num_roles=6, page_type_names=list("abcdefg"),
                        role_names=["n", "h", "m", "s", "r", "c"]).eval()
     batch = Batch.from_data_list([tree_page(n, seed=n) for n in (5, 8)])
     with torch.no_grad():
@@ -626,10 +656,10 @@ def test_save_load_round_trip_with_genre_and_role_heads(tmp_path):
     assert doc["tensors"]["genre_head.weight"] == [7, 16]
     assert doc["config"]["role_names"][5] == "c"
     loaded = GrownUpModel.from_pretrained(tmp_path / "m")
-    assert loaded.genre_names == list("abcdefg") and loaded.role_names[1] == "h"
+    assert loaded.page_type_names == list("abcdefg") and loaded.role_names[1] == "h"
     with torch.no_grad():
         out = loaded(batch)
-    torch.testing.assert_close(out.genre_logits, ref.genre_logits, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(out.page_type_logits, ref.page_type_logits, atol=3e-2, rtol=3e-2)
     torch.testing.assert_close(out.role_logits, ref.role_logits, atol=3e-2, rtol=3e-2)
     assert (out.role_logits.argmax(1) == ref.role_logits.argmax(1)).float().mean() > 0.9
 
@@ -654,7 +684,7 @@ def test_save_load_round_trip_with_genre_and_role_heads(tmp_path):
     (tmp_path / "plain" / "config.json").write_text(json.dumps(doc))
     with pytest.raises(ModelLoadError, match="missing tensors.*role_head"):
         GrownUpModel.from_pretrained(tmp_path / "plain")
-    with pytest.raises(ModelLoadError, match="invalid model config.*genre_names"):
+    with pytest.raises(ModelLoadError, match="invalid model config.*page_type_names"):
         GrownUpModel.from_pretrained(with_config("names", genre_names=["a"]))
     with pytest.raises(ModelLoadError, match="unknown model config keys"):
         GrownUpModel.from_pretrained(with_config("future", page_heads=2))

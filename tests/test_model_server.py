@@ -80,7 +80,7 @@ def test_pages_of_many_workers_share_batches_and_each_gets_its_own_outputs(start
     for page, (outputs, _) in zip(pages, got):
         alone = full.batch_outputs([full.page_inputs(page)])[0]
         assert np.array_equal(outputs["content"], alone["content"])
-        assert np.array_equal(outputs["genre_inputs"], alone["genre_inputs"])
+        assert np.array_equal(outputs["page_type_inputs"], alone["page_type_inputs"])
 
 
 def test_a_page_the_model_fails_on_is_its_own_model_error(start_server, monkeypatch):

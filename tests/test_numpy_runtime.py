@@ -61,7 +61,7 @@ def test_numpy_outputs_equal_the_torch_models_on_real_pages(models, pages):
     torch_extractor, numpy_model = models
     featurizer = torch_extractor.featurizer
     assert len(pages) >= 10
-    worst = dict.fromkeys(("content", "roles", "genre", "genre_inputs"), 0.0)
+    worst = dict.fromkeys(("content", "roles", "page_type", "page_type_inputs"), 0.0)
     for ids in node_budget_batches([p.num_nodes for p in pages], 4096):
         chunk = [pages[i] for i in ids]
         expected = node_probabilities(torch_extractor.model, [p.num_nodes for p in chunk],

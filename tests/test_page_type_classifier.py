@@ -215,8 +215,8 @@ def test_the_extractor_takes_its_page_type_from_the_classifier(tmp_path):
     html = ("<html><body><article><h1>Bridge</h1><p>The council met on Tuesday to decide "
             "the future of the old bridge over the river.</p></article></body></html>")
     plain = ArticleExtractor.from_pretrained("fast")
-    names = list(plain.model.genre_names)
-    inputs = plain.predict([parse_page(html, url="https://news.test/a")])[0]["genre_inputs"]
+    names = list(plain.model.page_type_names)
+    inputs = plain.predict([parse_page(html, url="https://news.test/a")])[0]["page_type_inputs"]
     pooled_dim = len(inputs) - SIGNAL_DIM
     model_dir = tmp_path / "fast"
     shutil.copytree(MODELS_DIR / "fast", model_dir)
@@ -237,7 +237,7 @@ def test_the_extractor_takes_its_page_type_from_the_classifier(tmp_path):
     assert extractor.extract(html, url="https://news.test/a").page_type == winner
     assert extractor.extract(html.replace("<body>", og + "<body>"),
                              url="https://news.test/a").page_type == "collection"
-    # a classifier of other page types than the model's genre head: refused at load
+    # a classifier of other page types than the model's page-type head: refused at load
     forced(names[:3], pooled_dim, SIGNAL_DIM, names[0]).save(model_dir / PAGE_TYPE_FILE)
     with pytest.raises(ModelLoadError, match="page types"):
         ArticleExtractor.from_pretrained(model_dir)

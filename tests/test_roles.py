@@ -107,7 +107,7 @@ def test_head_fields_comments_and_related_links():
     page = parse_page(PAGE, url="https://news.test/a/owls.html")
     labels = role_labels(page, SEGMENTS).labels
     probs = np.eye(len(ROLES))[np.maximum(labels, 0)]
-    fields = head_fields(page, {"roles": probs, "genre": np.array([0.1, 0.7, 0.2])},
+    fields = head_fields(page, {"roles": probs, "page_type": np.array([0.1, 0.7, 0.2])},
                          ["article", "forum", "listing"], list(ROLES))
     assert fields["page_type"] == "forum" and fields["page_type_score"] == pytest.approx(0.7)
     assert fields["comments"] == "Great story about owls!\nI saw one last week."
@@ -115,8 +115,8 @@ def test_head_fields_comments_and_related_links():
         {"text": "Do owls ever hunt by day?", "url": "https://news.test/a/owls-day.html"},
         {"text": "Bats and their sonar", "url": "https://other.test/bats"},
     ]  # javascript: links are skipped; relative links resolve against <base href>
-    # no role head / no genre head: those fields are left out
-    assert head_fields(page, {"roles": None, "genre": None}, [], []) == {}
+    # no role head / no page-type head: those fields are left out
+    assert head_fields(page, {"roles": None, "page_type": None}, [], []) == {}
     none = head_fields(page, {"roles": np.eye(len(ROLES))[np.zeros(page.num_nodes, int)]},
                        [], list(ROLES))
     assert none == {"comments": "", "related_links": []}

@@ -794,21 +794,21 @@ def cmd_train(args) -> int:
         out=args.out, datasets=args.datasets.split(","), encoder=args.encoder,
         preset=args.preset, epochs=args.epochs, lr=args.lr, batch_nodes=args.batch_nodes,
         patience=args.patience, seed=args.seed, max_pages=args.max_pages, init=args.init,
-        threads=args.threads, overrides=overrides, genre_weight=args.genre_weight,
+        threads=args.threads, overrides=overrides, page_type_weight=args.page_type_weight,
         role_weight=args.role_weight, precision=args.precision,
         content_datasets=args.content_datasets.split(",") if args.content_datasets else None))
     print(json.dumps(result))
     return 0
 
 
-def cmd_genre_cv(args) -> int:
-    from scrapy_grownup.training.genre import run
+def cmd_page_type_cv(args) -> int:
+    from scrapy_grownup.training.page_type_cv import run
 
     return run(args)
 
 
-def cmd_genre_sites(args) -> int:
-    from scrapy_grownup.training.genre_sites import run
+def cmd_page_type_sites(args) -> int:
+    from scrapy_grownup.training.page_type_sites import run
 
     return run(args)
 
@@ -1147,25 +1147,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="count parameters for this encoder's features (default: minilm)")
     p.set_defaults(func=cmd_presets)
 
-    from scrapy_grownup.training import fit_heads as heads_module, genre as genre_module, roles as roles_module
-    from scrapy_grownup.training import genre_sites as genre_sites_module
+    from scrapy_grownup.training import fit_heads as heads_module
+    from scrapy_grownup.training import page_type_cv as page_type_cv_module
+    from scrapy_grownup.training import page_type_sites as page_type_sites_module
+    from scrapy_grownup.training import roles as roles_module
 
     p = lab.add_parser("page-type-cv", help="10-fold CV of the page-type head vs a TF-IDF "
                    "baseline")
-    genre_module.add_arguments(p)
-    p.set_defaults(func=cmd_genre_cv)
+    page_type_cv_module.add_arguments(p)
+    p.set_defaults(func=cmd_page_type_cv)
 
     p = lab.add_parser("page-type-sites", help="page type on unseen sites: the page-type head on "
                    "the "
                        "site-cv folds' backbones vs text baselines, same folds")
-    genre_sites_module.add_arguments(p)
-    p.set_defaults(func=cmd_genre_sites)
+    page_type_sites_module.add_arguments(p)
+    p.set_defaults(func=cmd_page_type_sites)
 
     p = lab.add_parser("roles-eval", help="per-role F1 of the block-role head, unseen sites")
     roles_module.add_arguments(p)
     p.set_defaults(func=cmd_roles_eval)
 
-    p = lab.add_parser("fit-heads", help="add genre and role heads to a content model "
+    p = lab.add_parser("fit-heads", help="add page-type and role heads to a content model "
                        "(frozen backbone)")
     heads_module.add_arguments(p)
     p.set_defaults(func=cmd_fit_heads)
@@ -1267,8 +1269,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init", default=None, help="pre-trained model directory")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: torch's, one per core)")
-    p.add_argument("--genre-weight", type=float, default=0.0,
-                   help="> 0: also train the page-genre head (page-type set pages)")
+    p.add_argument("--page-type-weight", "--genre-weight", type=float, default=0.0,
+                   metavar="WEIGHT",
+                   help="> 0: also train the page-type head (page-type set pages); "
+                        "--genre-weight is its former name")
     p.add_argument("--role-weight", type=float, default=0.0,
                    help="> 0: also train the block-role head (L3S-GN1 pages)")
     p.add_argument("--content-datasets", default=None,

@@ -85,7 +85,8 @@ def describe() -> dict:
             "device": str(extractor.device), "threshold": extractor.threshold,
             "adaptive": bool(getattr(extractor, "adaptive", False)),
             "rescorer": getattr(extractor, "rescorer", None) is not None,
-            "refine": bool(extractor.refine), "num_genres": extractor.model.config.num_genres,
+            "refine": bool(extractor.refine),
+            "num_page_types": extractor.model.config.num_page_types,
             "page_features": extractor.page_features}
 
 

@@ -138,7 +138,7 @@ class GrownupRuntime:
                  self.model_info["loaded"], s.limits, s.threshold, s.refine, s.rescorer),
                 page_worker.extract_with_model_server, wait_seconds=MODEL_WAIT_SECONDS)
             where = "in a model process" if s.model_process else "on a thread of the crawl"
-        if s.page_types and not self.model_info["num_genres"]:
+        if s.page_types and not self.model_info["num_page_types"]:
             raise ModelLoadError(f"GROWNUP_PAGE_TYPES is set, but model {s.model!r} has no "
                                  "page-type head: it cannot tell page types apart")
         # start the workers: where they share a model server, all of them now (each loads

@@ -278,6 +278,7 @@ def model_page_types(model: str, device: str | None) -> set[str] | None:
     ``config.json`` (no torch): ``auto`` may be either of its models unless the device says
     which. ``None`` when none of them has a page-type head."""
     from scrapy_grownup.extractor import auto_model, model_document, resolve_model_dir
+    from scrapy_grownup.model.config import saved_config_keys
 
     if model == "auto":
         names = {auto_model(device, warn=False)} if device else \
@@ -287,14 +288,15 @@ def model_page_types(model: str, device: str | None) -> set[str] | None:
     found: set[str] | None = None
     for name in names:
         try:
-            config = model_document(resolve_model_dir(name)).get("config") or {}
-            count = int(config.get("num_genres") or 0)
-            genres = [str(g) for g in config.get("genre_names") or []] or \
-                [f"genre_{i}" for i in range(count)]
+            config = saved_config_keys(model_document(resolve_model_dir(name)).get("config")
+                                       or {})
+            count = int(config.get("num_page_types") or 0)
+            page_types = [str(g) for g in config.get("page_type_names") or []] or \
+                [f"page_type_{i}" for i in range(count)]
         except Exception:  # noqa: BLE001 - an unreadable config fails when the model loads
             continue
         if count:
-            found = (found or set()) | set(genres)
+            found = (found or set()) | set(page_types)
     return found
 
 

@@ -1,7 +1,7 @@
 """Article fields from the page-type and block-role heads: serving code, no training imports.
 
-``page_type`` / ``page_type_score`` come from the genre head (or the page-type classifier that
-replaces its scores; its ``page_type`` is None below ``page_type.RELIABLE_SCORE``, the score
+``page_type`` / ``page_type_score`` come from the page-type head (or the page-type classifier
+that replaces its scores; its ``page_type`` is None below ``page_type.RELIABLE_SCORE``, the score
 kept); ``comments`` (text of the nodes the role head calls comments) and ``related_links``
 (links whose text is mostly in nodes it calls related) from the role head.
 """
@@ -18,23 +18,23 @@ from scrapy_grownup.page.dom import PageStructure
 __all__ = ["head_fields", "related_links", "subtree_sizes"]
 
 
-def head_fields(page: PageStructure, outputs: dict, genre_names: Sequence[str],
+def head_fields(page: PageStructure, outputs: dict, page_type_names: Sequence[str],
                 role_names: Sequence[str]) -> dict:
     """``Article`` fields from one page's head outputs: ``page_type`` and ``page_type_score``
-    (genre head; ``page_type`` None where the score is under ``genre_reliable_score``, which
-    the page-type classifier sets), ``comments`` and ``related_links`` (role head); a missing
-    head leaves its fields out (so they stay None)."""
+    (page-type head; ``page_type`` None where the score is under
+    ``page_type_reliable_score``, which the page-type classifier sets), ``comments`` and
+    ``related_links`` (role head); a missing head leaves its fields out (so they stay None)."""
     fields: dict = {}
-    genre = outputs.get("genre")
-    if genre is not None and len(genre):
+    page_type = outputs.get("page_type")
+    if page_type is not None and len(page_type):
         from scrapy_grownup.decisions.page_type import reliable_page_type
 
-        best = int(np.argmax(genre))
-        fields["page_type_score"] = float(genre[best])
+        best = int(np.argmax(page_type))
+        fields["page_type_score"] = float(page_type[best])
         # the page-type classifier's type only where its score is in its reliable range
-        fields["page_type"] = reliable_page_type(str(genre_names[best]),
+        fields["page_type"] = reliable_page_type(str(page_type_names[best]),
                                                  fields["page_type_score"],
-                                                 outputs.get("genre_reliable_score"))
+                                                 outputs.get("page_type_reliable_score"))
     roles = outputs.get("roles")
     if roles is not None:
         role = np.asarray(roles).argmax(1)

@@ -1,13 +1,14 @@
 """Page type from the page's words, its URL, its signals and the backbone's pooled view: a
-linear classifier, and boosted trees stacked on it, next to the genre head.
+linear classifier, and boosted trees stacked on it, next to the page-type head.
 
-The genre head reads only the backbone's content-pooled features and the page signals; across
+The page-type head reads only the backbone's content-pooled features and the page signals; across
 sites it confuses listings, collections and services, whose words and URLs tell them apart
 ("category", "/collections/", "pricing"). A linear model over TF-IDF word 1-2-grams of the
 page's text, TF-IDF of its URL's path tokens and declared ``og:type``, the page signals and the
-pooled features (``GrownUpModel.genre_inputs``) does better on sites never seen (research log, "Page
-type on unseen sites"). A linear model cannot say "a price on a page with forty repeated cards is a
-collection, one price beside a long description is a product": boosted trees (the stack) read
+pooled features (``GrownUpModel.page_type_inputs``) does better on sites never seen (research
+log, "Page type on unseen sites"). A linear model cannot say "a price on a page with forty
+repeated cards is a collection, one price beside a long description is a product": boosted
+trees (the stack) read
 the linear model's margins with the page signals and make such calls. It is fitted by
 ``grownup lab fit-page-type`` (scikit-learn's linear SVM and gradient-boosted trees, ``eval``
 extra; the trees learn from out-of-fold margins, so from how the linear model errs on sites it
@@ -54,7 +55,7 @@ def reliable_page_type(name: str | None, score: float | None,
 
 def page_text(page) -> str:
     """The text a page's type is read from: its segments' text, as the training corpus
-    (``genre_sites.site_corpus``) keeps it."""
+    (``page_type_sites.site_corpus``) keeps it."""
     return " ".join(page.seg_text)
 
 
@@ -166,7 +167,7 @@ class PageTypeClassifier:
                  pooled: np.ndarray, og_types: Sequence[str | None] | None = None
                  ) -> np.ndarray:
         """The model's input rows of pages (their text, URL and declared ``og:type``, page
-        signals and pooled genre inputs without the signals)."""
+        signals and pooled page-type inputs without the signals)."""
         return np.hstack([self.text.transform([page_words(t) for t in texts]),
                           self.url.transform(self.url_documents(urls, og_types)),
                           self._dense(signals, pooled, len(texts))])

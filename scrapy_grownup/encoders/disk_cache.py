@@ -1,7 +1,7 @@
 """Sentence embeddings kept on disk between runs, so a slow encoder embeds each string once.
 
 Building MiniLM training corpora on a CPU embeds hundreds of thousands of strings (hours on two
-cores); the corpora of one dataset's splits, the genre and role corpora and the evaluation pages
+cores); the corpora of one dataset's splits, the page-type and role corpora and the evaluation pages
 share most of them (a site's boilerplate, class names). :class:`DiskEmbeddingCache` is a folder of
 chunks, each a JSON list of strings plus a float32 ``.npy`` of their vectors, written one after
 the other while an encoder works: an interrupted build loses at most one chunk, and the next run

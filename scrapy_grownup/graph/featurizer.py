@@ -143,7 +143,7 @@ class GraphBatch:
     """Tensors of a batch of page graphs (``Featurizer.batch``), with the attributes the model
     reads from a ``torch_geometric`` ``Batch``: ``batch``, ``ptr``, ``num_nodes``,
     ``num_graphs``, ``edge_index``, ``edge_type`` and the input blocks. ``pages``: the parsed
-    pages (a genre head that reads page signals computes them from these, only then)."""
+    pages (a page-type head that reads page signals computes them from these, only then)."""
 
     def __init__(self, num_nodes: int, num_graphs: int, tensors: dict, pages=None):
         self.num_nodes, self.num_graphs = num_nodes, num_graphs

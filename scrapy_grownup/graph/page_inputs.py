@@ -59,8 +59,8 @@ def distinct(values: Sequence[str]) -> tuple[list[str], np.ndarray]:
 def page_inputs(page: PageStructure, layout: bool = True, repetition: bool = False,
                 signals: bool = False) -> PageInputs:
     """The model inputs of ``page``; ``layout``, ``repetition``, ``signals``: whether the model
-    reads those features (``Featurizer.layout``, ``Featurizer.repetition``, a genre head's
-    ``genre_signals``). Computes the page's Laplacian positions where it has none yet."""
+    reads those features (``Featurizer.layout``, ``Featurizer.repetition``, a page-type head's
+    ``page_type_signals``). Computes the page's Laplacian positions where it has none yet."""
     if page.positions is None:
         from scrapy_grownup.graph.laplacian import laplacian_positions
 

@@ -17,15 +17,16 @@ class ModelCard:
 
     def __init__(self, config: ModelConfig):
         self.config = config
-        pooled = bool(config.num_genres) and config.genre_readout == "content_pooled"
+        pooled = bool(config.num_page_types) and config.page_type_readout == "content_pooled"
         # as the networks have them: present or None (``load_page_type`` reads both)
-        self.genre_head = True if config.num_genres else None
-        self.genre_readout = True if pooled else None
+        self.page_type_head = True if config.num_page_types else None
+        self.page_type_readout = True if pooled else None
         self.role_head = True if config.num_roles else None
 
     @property
-    def genre_names(self) -> list[str]:
-        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+    def page_type_names(self) -> list[str]:
+        return self.config.page_type_names or [f"page_type_{i}"
+                                                for i in range(self.config.num_page_types)]
 
     @property
     def role_names(self) -> list[str]:

@@ -13,9 +13,52 @@ from typing import Any
 # Width of a text block per encoder name (the featurizer's encoders).
 ENCODER_DIMS = {"minilm": 384, "static": 256}
 READOUTS = ("cls", "mean", "max")
-GENRE_READOUTS = ("page", "content_pooled")
+PAGE_TYPE_READOUTS = ("page", "content_pooled")
 ROLE_FEATURES = ("nodes", "context")
 ACTIVATIONS = ("quick_gelu", "gelu")
+
+# Saved files name the page type as the package first did, "genre": the keys of a saved
+# ``config.json`` and the names of ``model.safetensors``' tensors keep that spelling, so every
+# saved model loads whichever version wrote it, and saving writes it too. This is the one
+# translation between the two: the config keys below (``ModelConfig.to_dict`` / ``from_dict``,
+# ``saved_config_keys``) and the modules whose tensors carry the page-type prefix
+# (``saved_tensor_name`` / ``model_tensor_name``, where state dicts are written and read).
+SAVED_CONFIG_KEYS = {  # ModelConfig field -> config.json key
+    "num_page_types": "num_genres",
+    "page_type_batchnorm": "genre_batchnorm",
+    "page_type_readout": "genre_readout",
+    "page_type_hidden": "genre_hidden",
+    "page_type_dropout": "genre_dropout",
+    "page_type_signals": "genre_signals",
+    "page_type_names": "genre_names",
+}
+SAVED_MODULE_NAMES = {  # module of ``GrownUpModel`` -> its tensors' prefix in saved weights
+    "page_type_head": "genre_head",
+    "page_type_readout": "genre_readout",
+    "page_type_norm": "genre_norm",
+}
+_FIELD_OF_KEY = {saved: name for name, saved in SAVED_CONFIG_KEYS.items()}
+_MODULE_OF_PREFIX = {saved: name for name, saved in SAVED_MODULE_NAMES.items()}
+
+
+def saved_config_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """A saved config's values under ``ModelConfig``'s field names (keys written either way
+    are read; other keys pass unchanged, unchecked)."""
+    return {_FIELD_OF_KEY.get(key, key): value for key, value in data.items()}
+
+
+def saved_tensor_name(name: str) -> str:
+    """The name a saved weights file gives the tensor (or module) ``GrownUpModel`` calls
+    ``name``."""
+    module, dot, rest = name.partition(".")
+    return SAVED_MODULE_NAMES.get(module, module) + dot + rest
+
+
+def model_tensor_name(name: str) -> str:
+    """``GrownUpModel``'s name of the tensor (or module) a saved weights file calls ``name``
+    (the inverse of ``saved_tensor_name``; a name already in the model's spelling is kept)."""
+    module, dot, rest = name.partition(".")
+    return _MODULE_OF_PREFIX.get(module, module) + dot + rest
 
 
 @dataclass
@@ -47,34 +90,34 @@ class ModelConfig:
     # The content head also reads its page's readout (``[node, page]``, 2K wide): a forum's
     # replies and a news story's comments look alike a few hops around them, not page-wide.
     node_context: bool = False
-    num_genres: int = 0             # > 0 adds a Li-ArcFace genre head on the page features
+    num_page_types: int = 0         # > 0 adds a Li-ArcFace page-type head on the page features
     arcface_scale: float = 5.0
     arcface_margin: float = 0.3
-    # Standardise the page features over the batch (BatchNorm, no affine) before the genre
+    # Standardise the page features over the batch (BatchNorm, no affine) before the page-type
     # head: mean readouts of different pages are nearly parallel (cosine ~0.98 at init), which
     # a cosine classifier cannot separate without it.
-    genre_batchnorm: bool = True
-    # What the genre head sees: "page" (the readout above: CLS or mean) or "content_pooled"
+    page_type_batchnorm: bool = True
+    # What the page-type head sees: "page" (the readout above: CLS or mean) or "content_pooled"
     # (``heads.ContentPooledReadout``: node features, text and structure pooled separately
-    # over content and boilerplate by the content head's scores, projected to genre_hidden).
-    genre_readout: str = "page"
-    genre_hidden: int = 128
-    genre_dropout: float = 0.5
+    # over content and boilerplate by the content head's scores, projected to page_type_hidden).
+    page_type_readout: str = "page"
+    page_type_hidden: int = 128
+    page_type_dropout: float = 0.5
     # "" or the ``page_signals.SIGNAL_VERSION`` whose page signals (URL, JSON-LD types, forms,
-    # prices, repeated siblings, class words) the content-pooled genre head also reads.
-    genre_signals: str = ""
+    # prices, repeated siblings, class words) the content-pooled page-type head also reads.
+    page_type_signals: str = ""
     role_head_hidden: int = 0       # 0: Linear(K, R); else Linear(K, h) -> ReLU -> Linear(h, R)
     # What the role head sees: "nodes" (the node features) or "context"
     # (``heads.ContextRoleHead``: also the node's own inputs and its ancestors' class / id).
     role_features: str = "nodes"
     num_roles: int = 0              # > 0 adds a multi-class per-node role head
-    genre_names: list[str] = field(default_factory=list)  # class names of the genre head
+    page_type_names: list[str] = field(default_factory=list)  # class names of the page-type head
     role_names: list[str] = field(default_factory=list)   # class names of the role head
 
     def __post_init__(self) -> None:
         self.input_blocks = [(str(name), int(size)) for name, size in self.input_blocks]
         self.prelim_sizes = [int(s) for s in self.prelim_sizes]
-        self.genre_names = [str(n) for n in self.genre_names]
+        self.page_type_names = [str(n) for n in self.page_type_names]
         self.role_names = [str(n) for n in self.role_names]
         self.validate()
 
@@ -91,29 +134,30 @@ class ModelConfig:
         for name in ("hidden_size", "num_heads", "mlp_ratio"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
-        for name in ("num_layers", "num_transformer_layers", "node_head_hidden", "num_genres",
+        for name in ("num_layers", "num_transformer_layers", "node_head_hidden", "num_page_types",
                      "num_roles", "role_head_hidden"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
-        for classes, count, what in ((self.genre_names, self.num_genres, "genre"),
+        for classes, count, what in ((self.page_type_names, self.num_page_types, "page_type"),
                                      (self.role_names, self.num_roles, "role")):
             if classes and len(classes) != count:
                 problems.append(f"{len(classes)} {what}_names for num_{what}s={count}")
             if len(set(classes)) != len(classes):
                 problems.append(f"duplicate {what}_names {classes}")
-        if self.num_genres and self.arcface_scale <= 0:
+        if self.num_page_types and self.arcface_scale <= 0:
             problems.append("arcface_scale must be positive")
         if any(s <= 0 for s in self.prelim_sizes):
             problems.append(f"prelim_sizes must be positive: {self.prelim_sizes}")
         if self.num_transformer_layers and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} not divisible by "
                             f"num_heads {self.num_heads}")
-        if self.genre_readout not in GENRE_READOUTS:
-            problems.append(f"genre_readout {self.genre_readout!r} not in {GENRE_READOUTS}")
-        if self.genre_signals and self.genre_readout != "content_pooled":
-            problems.append("genre_signals needs genre_readout 'content_pooled'")
-        if self.genre_hidden <= 0 or not 0.0 <= self.genre_dropout < 1.0:
-            problems.append("genre_hidden must be positive and genre_dropout in [0, 1)")
+        if self.page_type_readout not in PAGE_TYPE_READOUTS:
+            problems.append(f"page_type_readout {self.page_type_readout!r} not in "
+                            f"{PAGE_TYPE_READOUTS}")
+        if self.page_type_signals and self.page_type_readout != "content_pooled":
+            problems.append("page_type_signals needs page_type_readout 'content_pooled'")
+        if self.page_type_hidden <= 0 or not 0.0 <= self.page_type_dropout < 1.0:
+            problems.append("page_type_hidden must be positive and page_type_dropout in [0, 1)")
         if self.role_features not in ROLE_FEATURES:
             problems.append(f"role_features {self.role_features!r} not in {ROLE_FEATURES}")
         if self.role_features == "context" and self.num_roles and not self.role_head_hidden:
@@ -139,7 +183,10 @@ class ModelConfig:
 
     # -- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        """The config as saved in ``config.json`` (page-type fields under their saved keys,
+        ``SAVED_CONFIG_KEYS``)."""
+        out = {SAVED_CONFIG_KEYS.get(key, key): value
+               for key, value in dataclasses.asdict(self).items()}
         out["input_blocks"] = [[name, size] for name, size in self.input_blocks]
         return out
 
@@ -148,10 +195,14 @@ class ModelConfig:
         if not isinstance(data, dict):
             raise ValueError(f"model config must be a JSON object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(key for key in data if _FIELD_OF_KEY.get(key, key) not in known)
         if unknown:
             raise ValueError(f"unknown model config keys {unknown} (written by a newer version?)")
-        data = dict(data)
+        twice = sorted(key for key in data if key in SAVED_CONFIG_KEYS
+                       and SAVED_CONFIG_KEYS[key] in data)
+        if twice:
+            raise ValueError(f"model config keys given twice: {twice} and their saved names")
+        data = saved_config_keys(data)
         if "input_blocks" in data:
             try:
                 data["input_blocks"] = [(str(n), int(s)) for n, s in data["input_blocks"]]
@@ -189,7 +240,7 @@ class ModelConfig:
                 feature_version = FEATURE_VERSION
         values.update(encoder=encoder, input_blocks=list(input_blocks),
                       feature_version=feature_version)
-        values.update(overrides)
+        values.update(saved_config_keys(overrides))  # ``--model-overrides`` may use saved keys
         return cls(**values)
 
 
@@ -219,4 +270,5 @@ def count_parameters(model: Any, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["ModelConfig", "PRESETS", "ENCODER_DIMS", "count_parameters"]
+__all__ = ["ModelConfig", "PRESETS", "ENCODER_DIMS", "SAVED_CONFIG_KEYS", "SAVED_MODULE_NAMES",
+           "count_parameters", "model_tensor_name", "saved_config_keys", "saved_tensor_name"]

@@ -1,4 +1,5 @@
-"""``GrownUpModel``: backbone + content head (+ genre / role heads), saved as safetensors + JSON.
+"""``GrownUpModel``: backbone + content head (+ page-type / role heads), saved as safetensors and
+JSON.
 
 A saved model is a directory with ``model.safetensors`` (tensors only, optionally fp16) and
 ``config.json`` (format version, ``ModelConfig``, encoder name/version, feature version, dtype,
@@ -21,7 +22,7 @@ from torch import Tensor, nn
 
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model.backbone import GrownUpBackbone, graph_inputs
-from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.config import ModelConfig, model_tensor_name, saved_tensor_name
 from scrapy_grownup.model.files import (CONFIG_NAME, FORMAT_VERSION, MODEL_TYPE, WEIGHTS_NAME,
                                         check_tensors, header_shapes, open_model,
                                         read_model_config, sha256,
@@ -36,10 +37,10 @@ class ModelOutput:
     node_logits: Tensor                  # [N] content logit per node
     node_features: Tensor                # [N, K]
     page_features: Tensor                # [B, K]
-    genre_logits: Tensor | None = None   # [B, num_genres] (with margin when labels were given)
+    page_type_logits: Tensor | None = None  # [B, num_page_types] (margin where labels were given)
     role_logits: Tensor | None = None    # [N, num_roles]
-    genre_features: Tensor | None = None  # [B, K] what the genre head sees (normalised pages)
-    genre_inputs: Tensor | None = None  # [B, D] genre_inputs: before the head's trainable part
+    page_type_features: Tensor | None = None  # [B, K] what the page-type head sees (normalised)
+    page_type_inputs: Tensor | None = None  # [B, D] before the page-type head's trainable part
 
 
 class GrownUpModel(nn.Module):
@@ -49,13 +50,14 @@ class GrownUpModel(nn.Module):
         k = config.hidden_size
         self.backbone = GrownUpBackbone(config)
         self.node_head = NodeHead(2 * k if config.node_context else k, config.node_head_hidden, 1)
-        pooled = bool(config.num_genres) and config.genre_readout == "content_pooled"
-        self.genre_readout = _pooled_readout(config) if pooled else None
-        genre_dim = config.genre_hidden if pooled else k
-        self.genre_head = (ArcFaceHead(genre_dim, config.num_genres, config.arcface_scale,
-                                       config.arcface_margin) if config.num_genres else None)
-        self.genre_norm = (PageBatchNorm(k) if config.num_genres and config.genre_batchnorm
-                           and not pooled else None)
+        pooled = bool(config.num_page_types) and config.page_type_readout == "content_pooled"
+        self.page_type_readout = _pooled_readout(config) if pooled else None
+        page_type_dim = config.page_type_hidden if pooled else k
+        self.page_type_head = (ArcFaceHead(page_type_dim, config.num_page_types,
+                                           config.arcface_scale, config.arcface_margin)
+                               if config.num_page_types else None)
+        self.page_type_norm = (PageBatchNorm(k) if config.num_page_types
+                               and config.page_type_batchnorm and not pooled else None)
         self.role_head: nn.Module | None = None
         if config.num_roles and config.role_features == "context":
             self.role_head = _context_role_head(config)
@@ -63,30 +65,33 @@ class GrownUpModel(nn.Module):
             self.role_head = NodeHead(k, config.role_head_hidden, config.num_roles)
 
     @property
-    def genre_names(self) -> list[str]:
-        """Names of the genre head's classes (``genre_<i>`` when the config has none)."""
-        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+    def page_type_names(self) -> list[str]:
+        """Names of the page-type head's classes (``page_type_<i>`` when the config has none)."""
+        return self.config.page_type_names or [f"page_type_{i}"
+                                                for i in range(self.config.num_page_types)]
 
     @property
     def role_names(self) -> list[str]:
         """Names of the role head's classes (``role_<i>`` when the config has none)."""
         return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
-    def forward(self, batch: Any, genre_labels: Tensor | None = None) -> ModelOutput:
+    def forward(self, batch: Any, page_type_labels: Tensor | None = None) -> ModelOutput:
         """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and
-        ``edge_type``. ``genre_labels`` (training) adds the ArcFace margin to ``genre_logits``."""
+        ``edge_type``. ``page_type_labels`` (training) adds the ArcFace margin to
+        ``page_type_logits``."""
         nodes, pages = self.backbone(batch)
         node_logits = self.content_logits(batch, nodes, pages)
         # the heads read where the content is, without moving the content decision
         content = torch.sigmoid(node_logits.detach().float())
-        genre = genre_features = genre_inputs = None
-        if self.genre_head is not None:
-            genre_features = genre_inputs = self.genre_inputs(batch, nodes, pages, content)
-            if self.genre_readout is not None:
-                genre_features = self.genre_readout(genre_features)
-            elif self.genre_norm is not None:
-                genre_features = self.genre_norm(genre_features)
-            genre = self.genre_head(genre_features, genre_labels)
+        page_type = page_type_features = page_type_inputs = None
+        if self.page_type_head is not None:
+            page_type_features = page_type_inputs = self.page_type_inputs(batch, nodes, pages,
+                                                                          content)
+            if self.page_type_readout is not None:
+                page_type_features = self.page_type_readout(page_type_features)
+            elif self.page_type_norm is not None:
+                page_type_features = self.page_type_norm(page_type_features)
+            page_type = self.page_type_head(page_type_features, page_type_labels)
         roles = None
         if isinstance(self.role_head, ContextRoleHead) and not self.training \
                 and not torch.is_grad_enabled():
@@ -96,7 +101,8 @@ class GrownUpModel(nn.Module):
                 input_rows(batch, "x_struct"), self._parents(batch, nodes.shape[0]))
         elif self.role_head is not None:
             roles = self.role_head(self.role_inputs(batch, nodes, content))
-        return ModelOutput(node_logits, nodes, pages, genre, roles, genre_features, genre_inputs)
+        return ModelOutput(node_logits, nodes, pages, page_type, roles, page_type_features,
+                           page_type_inputs)
 
     def content_logits(self, batch: Any, nodes: Tensor, pages: Tensor) -> Tensor:
         """``[N]`` content logits of the backbone's ``nodes`` (with ``node_context``, each
@@ -120,31 +126,33 @@ class GrownUpModel(nn.Module):
 
         return parent_rows(batch.edge_index, batch.edge_type, num_nodes, EDGE_PARENT)
 
-    def genre_inputs(self, batch: Any, nodes: Tensor, pages: Tensor, content: Tensor) -> Tensor:
-        """What the genre head's trainable part starts from: the page readout, or the
+    def page_type_inputs(self, batch: Any, nodes: Tensor, pages: Tensor,
+                         content: Tensor) -> Tensor:
+        """What the page-type head's trainable part starts from: the page readout, or the
         parameter-free pooling of ``ContentPooledReadout`` (training caches it per page);
         ``content``: the content head's probabilities."""
-        if self.genre_readout is None:
+        if self.page_type_readout is None:
             return pages
         vec, _, num_pages = graph_inputs(batch)
-        pooled = self.genre_readout.pool(
+        pooled = self.page_type_readout.pool(
             nodes, content,
             lambda rows: input_rows(batch, "x_text", rows), input_rows(batch, "x_struct"),
             vec, num_pages)
-        if not self.config.genre_signals:
+        if not self.config.page_type_signals:
             return pooled
         return torch.cat([pooled, batch_signals(batch, num_pages).to(pooled)], dim=1)
 
     def head_probabilities(self, output: ModelOutput) -> tuple[Any, Any]:
-        """``(roles [N, R], genre [B, G])`` numpy probabilities of ``output`` (None for a head
-        the model lacks). Genre: softmax of the un-margined Li-ArcFace logits."""
-        roles = genre = None
+        """``(roles [N, R], page_type [B, G])`` numpy probabilities of ``output`` (None for a
+        head the model lacks). Page type: softmax of the un-margined Li-ArcFace logits."""
+        roles = page_type = None
         with torch.no_grad():
             if output.role_logits is not None:
                 roles = torch.softmax(output.role_logits.float(), -1).cpu().numpy()
-            if self.genre_head is not None:
-                genre = self.genre_head.probabilities(output.genre_features).cpu().numpy()
-        return roles, genre
+            if self.page_type_head is not None:
+                page_type = self.page_type_head.probabilities(
+                    output.page_type_features).cpu().numpy()
+        return roles, page_type
 
     # -- persistence ----------------------------------------------------------------------------
     def save_pretrained(self, directory: str | os.PathLike, fp16: bool = False,
@@ -170,8 +178,10 @@ class GrownUpModel(nn.Module):
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         dtype = torch.float16 if fp16 else torch.float32
-        tensors = {name: (t.detach().to(dtype) if t.is_floating_point() else t.detach())
-                   .cpu().contiguous() for name, t in self.state_dict().items()}
+        # under the names saved files give them (``config.saved_tensor_name``)
+        tensors = {saved_tensor_name(name): (t.detach().to(dtype) if t.is_floating_point()
+                                             else t.detach()).cpu().contiguous()
+                   for name, t in self.state_dict().items()}
         weights_tmp = _temp_path(out, WEIGHTS_NAME)
         config_tmp = _temp_path(out, CONFIG_NAME)
         try:
@@ -236,10 +246,12 @@ class GrownUpModel(nn.Module):
         except (TypeError, ValueError) as exc:
             raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
         expected = model.state_dict()
-        check_tensors(weights, {name: tuple(t.shape) for name, t in expected.items()},
+        check_tensors(weights, _saved_shapes(expected),
                       {name: tuple(t.shape) for name, t in tensors.items()})
-        state = {name: (t.to(expected[name].dtype) if t.is_floating_point() else t)
-                 for name, t in tensors.items()}
+        state = {}
+        for saved, t in tensors.items():
+            name = model_tensor_name(saved)
+            state[name] = t.to(expected[name].dtype) if t.is_floating_point() else t
         model.load_state_dict(state, strict=True)
         model.to(torch.device(map_location))
         return model.eval()
@@ -254,8 +266,12 @@ def _check_shapes(cls, config: ModelConfig, weights: Path, directory: Path) -> N
             skeleton = cls(config)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"{directory}: cannot build the model: {exc}") from exc
-    check_tensors(weights, {name: tuple(t.shape) for name, t in skeleton.state_dict().items()},
-                  found)
+    check_tensors(weights, _saved_shapes(skeleton.state_dict()), found)
+
+
+def _saved_shapes(state: dict[str, Tensor]) -> dict[str, tuple[int, ...]]:
+    """Shape of each tensor of a state dict, by the name saved weights give it."""
+    return {saved_tensor_name(name): tuple(t.shape) for name, t in state.items()}
 
 
 def input_rows(batch: Any, name: str, rows: Tensor | None = None) -> Tensor:
@@ -286,18 +302,20 @@ def _pooled_readout(config: ModelConfig) -> ContentPooledReadout:
     widths = dict(config.input_blocks)
     missing = {"x_text", "x_struct"} - set(widths)
     if missing:
-        raise ValueError(f"genre_readout 'content_pooled' needs input blocks {sorted(missing)}")
+        raise ValueError(f"page_type_readout 'content_pooled' needs input blocks "
+                         f"{sorted(missing)}")
     extra = 0
-    if config.genre_signals:
+    if config.page_type_signals:
         from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_VERSION
 
-        if config.genre_signals != SIGNAL_VERSION:
-            raise ValueError(f"the genre head reads page signals version "
-                             f"{config.genre_signals!r}; this package computes {SIGNAL_VERSION!r}")
+        if config.page_type_signals != SIGNAL_VERSION:
+            raise ValueError(f"the page-type head reads page signals version "
+                             f"{config.page_type_signals!r}; this package computes "
+                             f"{SIGNAL_VERSION!r}")
         extra = SIGNAL_DIM
     return ContentPooledReadout(config.hidden_size, widths["x_text"], widths["x_struct"],
-                                text_length_column(), config.genre_hidden,
-                                config.genre_dropout, extra_dim=extra)
+                                text_length_column(), config.page_type_hidden,
+                                config.page_type_dropout, extra_dim=extra)
 
 
 def batch_signals(batch: Any, num_pages: int) -> Tensor:
@@ -313,7 +331,7 @@ def batch_signals(batch: Any, num_pages: int) -> Tensor:
         if pages is not None and not isinstance(pages, (list, tuple)):
             pages = [pages]
     if pages is None or len(pages) != num_pages:
-        raise ValueError("this genre head reads page signals: the batch needs x_signals or "
+        raise ValueError("this page-type head reads page signals: the batch needs x_signals or "
                          "the parsed pages (Featurizer.batch / build_graph)")
     return torch.from_numpy(np.stack([page.signals for page in pages]))
 

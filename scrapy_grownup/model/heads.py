@@ -89,9 +89,9 @@ class ArcFaceHead(nn.Module):
 
 
 class ContentPooledReadout(nn.Module):
-    """Page features for the genre head, pooled by where the page's content is.
+    """Page features for the page-type head, pooled by where the page's content is.
 
-    A page's genre shows in what its main content talks about, in what surrounds it, and in
+    A page's type shows in what its main content talks about, in what surrounds it, and in
     its shape; a plain mean over all nodes blurs the three. ``pool`` (no parameters) gives per
     page: the mean and content-weighted mean of the node features, their maximum, the
     content-weighted and boilerplate-weighted means of the text embeddings (each node weighted
@@ -99,7 +99,7 @@ class ContentPooledReadout(nn.Module):
     block, and four scalars (log node count, mean content probability, content fraction, log
     content text length). ``forward`` standardises them (batch norm, no affine) and projects
     them to ``out_dim`` (dropout, Linear, LayerNorm, ReLU). Content probabilities come from
-    the content head, detached: the genre loss does not move the content decision.
+    the content head, detached: the page-type loss does not move the content decision.
     """
 
     def __init__(self, hidden_size: int, text_dim: int, struct_dim: int, text_length_column: int,

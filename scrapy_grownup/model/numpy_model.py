@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_grownup.errors import ModelLoadError
-from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.config import ModelConfig, model_tensor_name, saved_tensor_name
 from scrapy_grownup.model.files import (WEIGHTS_NAME, check_tensors, header_shapes, open_model,
                                         text_length_column)
 
@@ -47,7 +47,7 @@ def supports(config: ModelConfig) -> bool:
     return (config.num_transformer_layers == 0 and not config.node_context
             and not config.node_head_hidden
             and config.readout in ("mean", "max")
-            and (not config.num_genres or config.genre_readout == "content_pooled")
+            and (not config.num_page_types or config.page_type_readout == "content_pooled")
             and (not config.num_roles or config.role_features == "context"))
 
 
@@ -92,18 +92,18 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
                        "backbone.lstm.bias_ih": (4 * k,), "backbone.lstm.bias_hh": (4 * k,)})
     shapes.update({"node_head.net.weight": (1, k), "node_head.net.bias": (1,)})
     widths = dict(config.input_blocks)
-    if config.num_genres:
+    if config.num_page_types:
         from scrapy_grownup.graph.signals import SIGNAL_DIM
 
         pooled = 3 * k + 2 * widths["x_text"] + 2 * widths["x_struct"] + 4 \
-            + (SIGNAL_DIM if config.genre_signals else 0)
-        hidden = config.genre_hidden
-        batch_norm("genre_readout.norm", pooled)
-        shapes.update({"genre_readout.net.1.weight": (hidden, pooled),
-                       "genre_readout.net.1.bias": (hidden,),
-                       "genre_readout.net.2.weight": (hidden,),
-                       "genre_readout.net.2.bias": (hidden,),
-                       "genre_head.weight": (config.num_genres, hidden)})
+            + (SIGNAL_DIM if config.page_type_signals else 0)
+        hidden = config.page_type_hidden
+        batch_norm("page_type_readout.norm", pooled)
+        shapes.update({"page_type_readout.net.1.weight": (hidden, pooled),
+                       "page_type_readout.net.1.bias": (hidden,),
+                       "page_type_readout.net.2.weight": (hidden,),
+                       "page_type_readout.net.2.bias": (hidden,),
+                       "page_type_head.weight": (config.num_page_types, hidden)})
     if config.num_roles:
         inputs = k + 1 + widths["x_text"] + 3 * widths["x_class"] + widths["x_struct"]
         hidden = config.role_head_hidden
@@ -308,10 +308,10 @@ class NumpyModel:
                          (w["backbone.lstm.weight_hh"] * scale).T.copy(),
                          (w["backbone.lstm.bias_ih"] + w["backbone.lstm.bias_hh"]) * scale[:, 0])
         self.node_head = (w["node_head.net.weight"].T.copy(), w["node_head.net.bias"])
-        self.genre_head = self.genre_readout = None
-        if config.num_genres:
-            self.genre_readout = self._pooled_readout(w)
-            self.genre_head = w["genre_head.weight"]
+        self.page_type_head = self.page_type_readout = None
+        if config.num_page_types:
+            self.page_type_readout = self._pooled_readout(w)
+            self.page_type_head = w["page_type_head.weight"]
         self.role_head = self._role_head(w) if config.num_roles else None
 
     # -- loading ----------------------------------------------------------------------------------
@@ -338,9 +338,12 @@ class NumpyModel:
             raise ModelLoadError(f"{directory}: the numpy runtime does not run this model "
                                  "(Transformer blocks or node context): load it with torch")
         # before any tensor is read: the shapes the config implies are those of the header
-        check_tensors(weights, expected_shapes(config), header_shapes(weights))
+        # (by the names saved files give the tensors: ``config.saved_tensor_name``)
+        check_tensors(weights, {saved_tensor_name(name): shape
+                                for name, shape in expected_shapes(config).items()},
+                      header_shapes(weights))
         try:
-            tensors = load_file(str(weights))
+            tensors = {model_tensor_name(name): t for name, t in load_file(str(weights)).items()}
         except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"{weights}: unreadable safetensors file ({exc})") from exc
         model = cls(config, tensors)
@@ -379,19 +382,21 @@ class NumpyModel:
         self.backend = "onnxruntime"
 
     @property
-    def genre_names(self) -> list[str]:
-        return self.config.genre_names or [f"genre_{i}" for i in range(self.config.num_genres)]
+    def page_type_names(self) -> list[str]:
+        return self.config.page_type_names or [f"page_type_{i}"
+                                                for i in range(self.config.num_page_types)]
 
     @property
     def role_names(self) -> list[str]:
         return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
     def _pooled_readout(self, w: dict[str, np.ndarray]) -> dict[str, Any]:
-        var = w["genre_readout.norm.running_var"]
-        return {"mean": w["genre_readout.norm.running_mean"],
+        var = w["page_type_readout.norm.running_var"]
+        return {"mean": w["page_type_readout.norm.running_mean"],
                 "scale": 1.0 / np.sqrt(var + BATCH_NORM_EPS),
-                "lin": (w["genre_readout.net.1.weight"].T.copy(), w["genre_readout.net.1.bias"]),
-                "norm": (w["genre_readout.net.2.weight"], w["genre_readout.net.2.bias"]),
+                "lin": (w["page_type_readout.net.1.weight"].T.copy(),
+                        w["page_type_readout.net.1.bias"]),
+                "norm": (w["page_type_readout.net.2.weight"], w["page_type_readout.net.2.bias"]),
                 "length_column": text_length_column()}
 
     def _role_head(self, w: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -409,8 +414,8 @@ class NumpyModel:
 
     # -- forward ----------------------------------------------------------------------------------
     def predict(self, arrays: dict[str, np.ndarray]) -> list[dict]:
-        """Per page of the batch: ``content`` [n], ``roles`` [n, R] or None, ``genre`` [G] or
-        None, ``genre_inputs`` [D] or None (as ``extractor.node_probabilities``)."""
+        """Per page of the batch: ``content`` [n], ``roles`` [n, R] or None, ``page_type`` [G]
+        or None, ``page_type_inputs`` [D] or None (as ``extractor.node_probabilities``)."""
         tree = _Tree(arrays["parent"], arrays["ptr"])
         if self._session is not None:
             logits, nodes = self._session.run(None, {name: arrays[name]
@@ -420,15 +425,15 @@ class NumpyModel:
             logits = (nodes @ self.node_head[0])[:, 0] + self.node_head[1][0]
         content = _sigmoid(logits.astype(np.float32))
         roles = self.roles(arrays, nodes, content, tree) if self.role_head is not None else None
-        genre = inputs = None
-        if self.genre_readout is not None:
-            inputs = self.genre_inputs(arrays, nodes, content, tree)
-            genre = self.genre(inputs)
+        page_type = inputs = None
+        if self.page_type_readout is not None:
+            inputs = self.page_type_inputs(arrays, nodes, content, tree)
+            page_type = self.page_type_probabilities(inputs)
         ptr = tree.ptr.tolist()
         return [{"content": content[a:b],
                  "roles": roles[a:b] if roles is not None else None,
-                 "genre": genre[j] if genre is not None else None,
-                 "genre_inputs": inputs[j] if inputs is not None else None}
+                 "page_type": page_type[j] if page_type is not None else None,
+                 "page_type_inputs": inputs[j] if inputs is not None else None}
                 for j, (a, b) in enumerate(zip(ptr[:-1], ptr[1:]))]
 
     def backbone(self, arrays: dict[str, np.ndarray], tree: _Tree) -> np.ndarray:
@@ -507,11 +512,11 @@ class NumpyModel:
         return h, c
 
     # -- heads ------------------------------------------------------------------------------------
-    def genre_inputs(self, arrays: dict[str, np.ndarray], nodes: np.ndarray,
-                     content: np.ndarray, tree: _Tree) -> np.ndarray:
+    def page_type_inputs(self, arrays: dict[str, np.ndarray], nodes: np.ndarray,
+                         content: np.ndarray, tree: _Tree) -> np.ndarray:
         """``[B, D]`` content-pooled page features (``heads.ContentPooledReadout.pool``), then
         the page signals."""
-        readout = self.genre_readout
+        readout = self.page_type_readout
         starts, ends = tree.ptr[:-1], tree.ptr[1:]
         struct = arrays["x_struct"].astype(np.float32, copy=False)
         # None: unweighted means (``_weighted_mean``), where ones would be float32 anyway
@@ -543,7 +548,7 @@ class NumpyModel:
             scalars,
         ]
         num_pages = len(starts)
-        if self.config.genre_signals:
+        if self.config.page_type_signals:
             pooled.append(self._signals(arrays, num_pages))
         return np.concatenate(pooled, axis=1).astype(np.float32)
 
@@ -556,13 +561,13 @@ class NumpyModel:
             raise ValueError(f"x_signals has {len(signals)} rows for {num_pages} pages")
         return signals.astype(np.float32, copy=False)
 
-    def genre(self, inputs: np.ndarray) -> np.ndarray:
+    def page_type_probabilities(self, inputs: np.ndarray) -> np.ndarray:
         """``[B, G]`` page-type probabilities: softmax of the Li-ArcFace logits."""
-        readout = self.genre_readout
+        readout = self.page_type_readout
         x = (inputs - readout["mean"]) * readout["scale"]
         x = _relu(_layer_norm(x @ readout["lin"][0] + readout["lin"][1], *readout["norm"]))
         f = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        w = self.genre_head
+        w = self.page_type_head
         w = w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
         cos = np.clip(f @ w.T, -1.0 + 1e-6, 1.0 - 1e-6)
         logits = self.config.arcface_scale * (math.pi - 2.0 * np.arccos(cos)) / math.pi

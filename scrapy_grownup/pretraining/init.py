@@ -15,13 +15,14 @@ import os
 from scrapy_grownup.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
-HEADS = ("node_head", "genre_head", "role_head")
+HEADS = ("node_head", "page_type_head", "role_head")
 
 
 def load_pretrained(model, directory: str | os.PathLike) -> dict:
     """Load the backbone (and the trained, same-shape heads) of the model saved in
     ``directory`` into ``model`` (a ``GrownUpModel``). Returns what was loaded and skipped."""
     from scrapy_grownup.model import GrownUpModel
+    from scrapy_grownup.model.config import model_tensor_name
 
     saved_config, doc = GrownUpModel.read_config(directory)
     mine = model.config
@@ -51,7 +52,8 @@ def load_pretrained(model, directory: str | os.PathLike) -> dict:
             f" saved/new; {len(differ)} tensors differ, e.g. {differ[:3]}); use the preset and "
             f"model overrides it was pre-trained with")
     model.backbone.load_state_dict(theirs_state)
-    untrained = set((doc.get("metadata") or {}).get("untrained_heads") or [])
+    untrained = {model_tensor_name(name)
+                 for name in (doc.get("metadata") or {}).get("untrained_heads") or []}
     loaded, skipped = [], []
     for name in HEADS:
         ours_head, theirs_head = getattr(model, name, None), getattr(saved, name, None)

@@ -227,8 +227,11 @@ def save_model(pm: PretrainModel, directory: Path, cfg: PretrainConfig, record: 
     """The ``GrownUpModel`` (its content head marked untrained) and the heads beside it."""
     from safetensors.torch import save_file
 
+    from scrapy_grownup.model.config import saved_tensor_name
+
     model = pm.model
-    untrained = [name for name in ("node_head", "genre_head", "role_head")
+    # by the names saved weights give the heads (``config.saved_tensor_name``)
+    untrained = [saved_tensor_name(name) for name in ("node_head", "page_type_head", "role_head")
                  if getattr(model, name, None) is not None]
     model.save_pretrained(directory, metadata={"pretrain": asdict(cfg), "epoch": record,
                                                "untrained_heads": untrained})

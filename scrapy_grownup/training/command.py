@@ -1,4 +1,4 @@
-"""What the evaluation commands (genre-cv, roles-eval, fit-heads) share: a table for people,
+"""What the evaluation commands (page-type-cv, roles-eval, fit-heads) share: a table for people,
 one JSON line for scripts, optionally the JSON line in a file."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from scrapy_grownup.data.store import GraphStore
 
 def store_predictions(model, store: GraphStore, indices: Sequence[int],
                       batch_nodes: int = 30_000, device: str = "cpu") -> list[dict]:
-    """Per page of ``indices``: ``content`` [n] probabilities, ``roles`` [n, R] and ``genre``
+    """Per page of ``indices``: ``content`` [n] probabilities, ``roles`` [n, R] and ``page_type``
     [G] probabilities (None without that head), in eval mode without gradients."""
     indices = list(indices)
     return node_probabilities(model, [store.num_nodes(int(i)) for i in indices],

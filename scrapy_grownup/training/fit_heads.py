@@ -1,12 +1,13 @@
-"""``grownup lab fit-heads``: add a genre and a role head to a content model, frozen backbone.
+"""``grownup lab fit-heads``: add a page-type and a role head to a content model (frozen
+backbone).
 
-``grownup lab fit-heads --model fast --out DIR`` adds a genre head (page-type pages outside the
-trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the site-disjoint
-split) to a content model (``heads.fit_genre_head`` / ``fit_role_head`` on the backbone's
+``grownup lab fit-heads --model fast --out DIR`` adds a page-type head (page-type pages outside
+the trainer hold-out) and a role head (L3S-GN1 pages of the training sites of the site-disjoint
+split) to a content model (``heads.fit_page_type_head`` / ``fit_role_head`` on the backbone's
 frozen features), and reports both on pages and sites the heads never saw. ``--signals``: the
-genre head also reads ``page_signals`` (computed from the parsed page at serving time).
-``--genre-datasets pagetype,wcxb_dev``: the genre head also trains on ``wcxb_dev``'s pages whose
-sites none of the hold-out pages share (so the hold-out still scores unseen sites).
+page-type head also reads ``page_signals`` (computed from the parsed page at serving time).
+``--page-type-datasets pagetype,wcxb_dev``: the page-type head also trains on ``wcxb_dev``'s
+pages whose sites none of the hold-out pages share (so the hold-out still scores unseen sites).
 """
 
 from __future__ import annotations
@@ -25,24 +26,26 @@ from scrapy_grownup.data.splits import site_of
 from scrapy_grownup.training.command import add_run_arguments, report, standalone
 from scrapy_grownup.training.corpus import corpus_encoder
 from scrapy_grownup.training.crosssite import load_records
-from scrapy_grownup.training.genre import GENRES, genre_corpus, genre_index, scores, text_baseline
-from scrapy_grownup.training.genre import format_table as genre_table
-from scrapy_grownup.training.genre_sites import record_signals, site_corpus
-from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
+from scrapy_grownup.training.page_type_cv import (PAGE_TYPES, page_type_corpus, page_type_index,
+                                                  scores, text_baseline)
+from scrapy_grownup.training.page_type_cv import format_table as page_type_table
+from scrapy_grownup.training.page_type_sites import record_signals, site_corpus
+from scrapy_grownup.training.heads import (HeadFitConfig, fit_page_type_head, fit_role_head,
+                                            frozen_features, predict_page_type)
 from scrapy_grownup.training.holdout import heldout_ids, site_split
 from scrapy_grownup.training.roles import ROLES, l3s_store, node_text_lengths, role_scores
 from scrapy_grownup.training.roles import format_table as roles_table
 
 
-def extra_genre_records(names, pagetype_records, held) -> list:
-    """Pages of the sets ``names`` (``wcxb_dev``) that may train the genre head next to the
+def extra_page_type_records(names, pagetype_records, held) -> list:
+    """Pages of the sets ``names`` (``wcxb_dev``) that may train the page-type head next to the
     page-type set: every page whose site is none of the hold-out pages' sites (a page both
     sets hold trains with the other set's reviewed label, as ``crosssite.load_records``
     does for content)."""
     if not names:
         return []
     held_sites = {site_of(r) for r in pagetype_records if r.id in held}
-    return [r for r in load_records(names) if genre_index(r.extra.get("page_type")) >= 0
+    return [r for r in load_records(names) if page_type_index(r.extra.get("page_type")) >= 0
             and site_of(r) not in held_sites]
 
 
@@ -54,11 +57,12 @@ def add_heads(args) -> dict:
     cfg = HeadFitConfig(seed=args.seed)
     source = resolve_model_dir(args.model)
     base = GrownUpModel.from_pretrained(source)
-    config = base.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
-                                 genre_readout="content_pooled", num_roles=len(ROLES),
+    config = base.config.replace(num_page_types=len(PAGE_TYPES),
+                                 page_type_names=list(PAGE_TYPES),
+                                 page_type_readout="content_pooled", num_roles=len(ROLES),
                                  role_names=list(ROLES), role_head_hidden=args.role_hidden,
                                  role_features="context",
-                                 genre_signals=SIGNAL_VERSION if args.signals else "")
+                                 page_type_signals=SIGNAL_VERSION if args.signals else "")
     model = GrownUpModel(config)
     model.backbone.load_state_dict(base.backbone.state_dict())
     model.node_head.load_state_dict(base.node_head.state_dict())
@@ -66,17 +70,17 @@ def add_heads(args) -> dict:
     start = time.perf_counter()
     result: dict = {"task": "fit-heads", "model": str(args.model), "fit": asdict(cfg)}
 
-    # Genre: every page-type page outside the trainer hold-out (and, with --genre-datasets,
+    # Page type: every page-type page outside the trainer hold-out (and, with --page-type-datasets,
     # those sets' pages off the hold-out's sites); scored on the hold-out, next to the text
     # baseline trained on the same pages.
-    store, info = genre_corpus(encoder, workers=args.workers)
-    y = np.asarray(info["genres"], dtype=np.int64)
+    store, info = page_type_corpus(encoder, workers=args.workers)
+    y = np.asarray(info["page_types"], dtype=np.int64)
     held = set(heldout_ids("pagetype"))
     test = [i for i, page_id in enumerate(store.ids) if page_id in held]
     train = [i for i, page_id in enumerate(store.ids) if page_id not in held]
     records = {r.id: r for r in datasets.load("pagetype", ids=store.ids)}
-    extra_names = [n for n in args.genre_datasets.split(",") if n and n != "pagetype"]
-    extra = extra_genre_records(extra_names, [records[i] for i in store.ids], held)
+    extra_names = [n for n in args.page_type_datasets.split(",") if n and n != "pagetype"]
+    extra = extra_page_type_records(extra_names, [records[i] for i in store.ids], held)
     extra_urls = {r.url for r in extra}
     train = [i for i in train if records[store.ids[i]].url not in extra_urls]  # theirs win
     signals = None
@@ -93,23 +97,23 @@ def add_heads(args) -> dict:
         extra_x, _ = frozen_features(model, extra_store, range(len(extra_info["keys"])),
                                      batch_nodes=cfg.batch_nodes, signals=extra_signals)
         x_train = torch.cat([x_train, extra_x])
-        y_train = np.concatenate([y_train, np.asarray(extra_info["genres"], np.int64)])
+        y_train = np.concatenate([y_train, np.asarray(extra_info["page_types"], np.int64)])
         train_texts += extra_info["texts"]
-    fit_genre_head(model, x_train, y_train, cfg)
-    pred = predict_genre(model, x[len(train):]).argmax(1)
+    fit_page_type_head(model, x_train, y_train, cfg)
+    pred = predict_page_type(model, x[len(train):]).argmax(1)
     baseline = text_baseline(train_texts, y_train, [texts[i] for i in test], args.seed)
-    result["genre"] = {"train_pages": len(y_train), "test_pages": len(test),
-                       "datasets": ["pagetype", *extra_names],
-                       "grownup": scores(y[test], pred),
-                       "text_tfidf_logreg": scores(y[test], baseline),
-                       "class_counts": {name: int((y[test] == k).sum())
-                                        for k, name in enumerate(GENRES)}}
+    result["page_type"] = {"train_pages": len(y_train), "test_pages": len(test),
+                           "datasets": ["pagetype", *extra_names],
+                           "grownup": scores(y[test], pred),
+                           "text_tfidf_logreg": scores(y[test], baseline),
+                           "class_counts": {name: int((y[test] == k).sum())
+                                            for k, name in enumerate(PAGE_TYPES)}}
 
     # Roles: L3S-GN1 pages of the training sites; scored on the other sites' pages.
     store, roles, hosts = l3s_store(encoder, workers=args.workers)
     train_pos, test_pos = site_split(hosts)
     _, nodes = frozen_features(model, store, list(train_pos) + list(test_pos), roles,
-                               cfg.batch_nodes, genre=False)
+                               cfg.batch_nodes, page_type=False)
     train_nodes, test_nodes = nodes[:len(train_pos)], nodes[len(train_pos):]
     fit_role_head(model, torch.cat([n[0] for n in train_nodes]),
                   torch.cat([n[1] for n in train_nodes]), cfg)
@@ -128,9 +132,9 @@ def add_heads(args) -> dict:
     result["seconds"] = round(time.perf_counter() - start, 1)
     doc = GrownUpModel.read_config(source)[1]
     metadata = {**(doc.get("metadata") or {}),
-                "heads": {"genre": result["genre"], "roles": {k: v for k, v in
-                                                               result["roles"].items()
-                                                               if k not in ("nodes", "text")},
+                "heads": {"page_type": result["page_type"],
+                          "roles": {k: v for k, v in result["roles"].items()
+                                    if k not in ("nodes", "text")},
                           "roles_macro_f1": result["roles"]["nodes"]["macro_f1"],
                           "fit": result["fit"], "base_model": str(args.model)}}
     model.save_pretrained(args.out, fp16=doc.get("dtype") == "float16", metadata=metadata)
@@ -144,17 +148,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--role-hidden", type=int, default=256,
                         help="hidden width of the role head (0: linear)")
     parser.add_argument("--signals", action="store_true",
-                        help="the genre head also reads the page signals (page_signals.py: "
+                        help="the page-type head also reads the page signals (page_signals.py: "
                              "URL, JSON-LD types, forms, prices, repeated siblings, class words)")
-    parser.add_argument("--genre-datasets", default="pagetype",
-                        help="sets whose pages train the genre head (pagetype,wcxb_dev: also "
-                             "wcxb_dev's pages off the page-type hold-out's sites)")
+    parser.add_argument("--page-type-datasets", "--genre-datasets", default="pagetype",
+                        metavar="SETS",
+                        help="sets whose pages train the page-type head (pagetype,wcxb_dev: also "
+                             "wcxb_dev's pages off the page-type hold-out's sites); "
+                             "--genre-datasets is its former name")
     add_run_arguments(parser)
 
 
 def run(args) -> int:
     return report(args, add_heads,
-                  lambda r: genre_table(r["genre"]) + "\n" + roles_table(r["roles"]))
+                  lambda r: page_type_table(r["page_type"]) + "\n" + roles_table(r["roles"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
-"""Genre and role heads fitted on a frozen backbone.
+"""Page-type and role heads fitted on a frozen backbone.
 
 The backbone and content head stay exactly as trained (content extraction does not move); the
 backbone runs once over the pages, and the heads then take many cheap full-batch steps on the
-cached features: a 10-fold genre cross-validation takes seconds per fold instead of the
+cached features: a 10-fold page-type cross-validation takes seconds per fold instead of the
 minutes that fine-tuning the whole network takes, and a shipped model gains its heads without
 being retrained (``grownup lab fit-heads``: ``fit_heads.py``).
 """
@@ -20,8 +20,8 @@ from scrapy_grownup.training.loop import class_weights
 
 @dataclass
 class HeadFitConfig:
-    genre_steps: int = 600
-    genre_lr: float = 1e-3
+    page_type_steps: int = 600
+    page_type_lr: float = 1e-3
     role_steps: int = 2000
     role_lr: float = 3e-3
     role_batch: int = 4096
@@ -33,24 +33,25 @@ class HeadFitConfig:
 
 def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None = None,
                     batch_nodes: int = 16_000, signals: np.ndarray | None = None,
-                    genre: bool = True):
+                    page_type: bool = True):
     """One eval-mode pass of ``model`` over store ``pages``.
 
-    Returns ``(genre, nodes)``: ``genre`` [len(pages), D] what the genre head's trainable part
-    starts from (``GrownUpModel.genre_inputs``; None without a genre head), and ``nodes``
-    a list per page of ``(role inputs [m, D], role labels [m])`` for the nodes with a role
-    label in ``roles`` (``GrownUpModel.role_inputs``, store node order; None when ``roles`` is
-    None). ``signals`` [store pages, SIGNAL_DIM]: the page signals of a genre head that reads
-    them (``ModelConfig.genre_signals``), by store page. ``genre=False``: no genre inputs
-    (``genre`` is None), e.g. for the role head's pages.
+    Returns ``(page_type, nodes)``: ``page_type`` [len(pages), D] what the page-type head's
+    trainable part starts from (``GrownUpModel.page_type_inputs``; None without a page-type
+    head), and ``nodes`` a list per page of ``(role inputs [m, D], role labels [m])`` for the
+    nodes with a role label in ``roles`` (``GrownUpModel.role_inputs``, store node order; None
+    when ``roles`` is None). ``signals`` [store pages, SIGNAL_DIM]: the page signals of a
+    page-type head that reads them (``ModelConfig.page_type_signals``), by store page.
+    ``page_type=False``: no page-type inputs (``page_type`` is None), e.g. for the role head's
+    pages.
     """
     import torch
 
     model.eval()
     pages = [int(i) for i in pages]
     ptr = store.page_ptr
-    with_genre = genre and model.genre_head is not None
-    genre_rows: list = [None] * len(pages)
+    with_page_type = page_type and model.page_type_head is not None
+    page_type_rows: list = [None] * len(pages)
     nodes: list = [None] * len(pages)
     with torch.inference_mode():
         for ids in node_budget_batches([store.num_nodes(i) for i in pages], batch_nodes):
@@ -60,10 +61,10 @@ def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None
                 batch.x_signals = torch.from_numpy(np.asarray(signals[chosen], np.float32))
             node_feats, page_feats = model.backbone(batch)
             content = torch.sigmoid(model.content_logits(batch, node_feats, page_feats).float())
-            if with_genre:
-                inputs = model.genre_inputs(batch, node_feats, page_feats, content)
+            if with_page_type:
+                inputs = model.page_type_inputs(batch, node_feats, page_feats, content)
                 for j, k in enumerate(ids):
-                    genre_rows[k] = inputs[j].clone()
+                    page_type_rows[k] = inputs[j].clone()
             if roles is not None:
                 role_inputs = model.role_inputs(batch, node_feats, content)
                 bptr = batch.ptr.tolist()
@@ -71,32 +72,33 @@ def frozen_features(model, store, pages: Sequence[int], roles: np.ndarray | None
                     labels = torch.from_numpy(roles[ptr[i]:ptr[i + 1]].astype(np.int64))
                     keep = labels >= 0
                     nodes[k] = (role_inputs[bptr[j]:bptr[j + 1]][keep].clone(), labels[keep])
-    stacked = torch.stack(genre_rows) if with_genre and pages else None
+    stacked = torch.stack(page_type_rows) if with_page_type and pages else None
     return stacked, (nodes if roles is not None else None)
 
 
-def fit_genre_head(model, x, y: np.ndarray, cfg: HeadFitConfig) -> None:
-    """Fresh genre readout / norm and Li-ArcFace head for ``model``, trained on pooled page
-    features ``x`` [P, D] with genre labels ``y`` (full batch, AdamW)."""
+def fit_page_type_head(model, x, y: np.ndarray, cfg: HeadFitConfig) -> None:
+    """Fresh page-type readout / norm and Li-ArcFace head for ``model``, trained on pooled page
+    features ``x`` [P, D] with page-type labels ``y`` (full batch, AdamW)."""
     import copy
 
     import torch
 
     torch.manual_seed(cfg.seed)
     target = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    readout = copy.deepcopy(model.genre_readout) if model.genre_readout is not None else None
-    norm = copy.deepcopy(model.genre_norm) if model.genre_norm is not None else None
-    head = copy.deepcopy(model.genre_head)
+    readout = copy.deepcopy(model.page_type_readout) \
+        if model.page_type_readout is not None else None
+    norm = copy.deepcopy(model.page_type_norm) if model.page_type_norm is not None else None
+    head = copy.deepcopy(model.page_type_head)
     for module in (readout, norm, head):
         if module is not None:
             _reset(module)
     modules = [m for m in (readout, norm, head) if m is not None]
     optimizer = torch.optim.AdamW([p for m in modules for p in m.parameters()],
-                                  lr=cfg.genre_lr, weight_decay=cfg.weight_decay)
+                                  lr=cfg.page_type_lr, weight_decay=cfg.weight_decay)
     for module in modules:
         module.train()
-    for _ in range(cfg.genre_steps):
-        loss = head.loss(_genre_transform(readout, norm, x), target)
+    for _ in range(cfg.page_type_steps):
+        loss = head.loss(_page_type_transform(readout, norm, x), target)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -108,16 +110,16 @@ def fit_genre_head(model, x, y: np.ndarray, cfg: HeadFitConfig) -> None:
             batchnorm.running_var.copy_(x.float().var(0, unbiased=False))
     for module in modules:
         module.eval()
-    model.genre_readout, model.genre_norm, model.genre_head = readout, norm, head
+    model.page_type_readout, model.page_type_norm, model.page_type_head = readout, norm, head
 
 
-def predict_genre(model, x) -> np.ndarray:
-    """Genre probabilities [P, G] from pooled features (``frozen_features``)."""
+def predict_page_type(model, x) -> np.ndarray:
+    """Page-type probabilities [P, G] from pooled features (``frozen_features``)."""
     import torch
 
     with torch.no_grad():
-        feats = _genre_transform(model.genre_readout, model.genre_norm, x)
-        return model.genre_head.probabilities(feats).numpy()
+        feats = _page_type_transform(model.page_type_readout, model.page_type_norm, x)
+        return model.page_type_head.probabilities(feats).numpy()
 
 
 def fit_role_head(model, x, y, cfg: HeadFitConfig) -> None:
@@ -153,7 +155,7 @@ def fit_role_head(model, x, y, cfg: HeadFitConfig) -> None:
     model.role_head = head.eval()
 
 
-def _genre_transform(readout, norm, x):
+def _page_type_transform(readout, norm, x):
     if readout is not None:
         return readout(x)
     return norm(x) if norm is not None else x

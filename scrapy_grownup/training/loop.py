@@ -55,10 +55,10 @@ class TrainConfig:
     # last step's weights.
     average_last: int = 0
     # Datasets whose content labels train the content head (None: all); the others only train
-    # the genre / role heads (L3S-GN1's gold leaves captions and the like out, which made the
+    # the page-type / role heads (L3S-GN1's gold leaves captions and the like out, which made the
     # content head drop recall on every test set).
     content_datasets: list[str] | None = None
-    genre_weight: float = 0.0  # > 0: genre head, loss on pages with a genre label
+    page_type_weight: float = 0.0  # > 0: page-type head, loss on pages with a page-type label
     role_weight: float = 0.0   # > 0: role head, loss on nodes with a role label
     role_balance: float = 0.5  # role class weights ~ frequency ** -role_balance (0: none)
     # Content-loss weight of a page ~ (share of training pages of its page type) ** -type_balance
@@ -77,7 +77,7 @@ class TrainConfig:
     # On a CPU with AVX512-BF16 an epoch takes 0.6 of fp32's time; without it (or AMX) bfloat16
     # is emulated and far slower (``emulated_bf16``: the run warns).
     precision: str = "fp32"
-    # After training: refit the genre / role heads on the best model's frozen features
+    # After training: refit the page-type / role heads on the best model's frozen features
     # (kept only where the dev score does not drop); 0 turns it off.
     refit_steps: int = 500
     refit_lr: float = 5e-3
@@ -85,10 +85,10 @@ class TrainConfig:
 
 @dataclass
 class AuxLabels:
-    """Genre id per page and role id per node of a ``GraphStore`` (-1: no label), and the
+    """Page-type id per page and role id per node of a ``GraphStore`` (-1: no label), and the
     content loss's weight per page (None: 1 for every page)."""
 
-    genres: np.ndarray  # int64 [pages]
+    page_types: np.ndarray  # int64 [pages]
     roles: np.ndarray   # int8 [nodes], aligned with the store's nodes
     page_weights: np.ndarray | None = None  # float32 [pages]
 
@@ -103,8 +103,8 @@ class AuxLabels:
         if any(p.page_weights is not None for p in parts):
             weights = np.concatenate([
                 p.page_weights if p.page_weights is not None
-                else np.ones(len(p.genres), dtype=np.float32) for p in parts])
-        return cls(np.concatenate([p.genres for p in parts]),
+                else np.ones(len(p.page_types), dtype=np.float32) for p in parts])
+        return cls(np.concatenate([p.page_types for p in parts]),
                    np.concatenate([p.roles for p in parts]), weights)
 
     def node_weights(self, store: GraphStore, indices):
@@ -119,12 +119,12 @@ class AuxLabels:
                                 .astype(np.float32))
 
     def targets(self, store: GraphStore, indices) -> tuple:
-        """``(genre [B], role [N])`` long tensors for ``store.collate(indices)``."""
+        """``(page_type [B], role [N])`` long tensors for ``store.collate(indices)``."""
         import torch
 
         ptr = store.page_ptr
         roles = np.concatenate([self.roles[ptr[i]:ptr[i + 1]] for i in indices])
-        return (torch.from_numpy(self.genres[list(indices)].astype(np.int64)),
+        return (torch.from_numpy(self.page_types[list(indices)].astype(np.int64)),
                 torch.from_numpy(roles.astype(np.int64)))
 
 
@@ -224,23 +224,24 @@ def page_type_weights(page_types, power: float) -> np.ndarray:
     return (per_page / per_page.mean()).astype(np.float32)
 
 
-def multitask_loss(model, batch, genre_y, role_y, cfg: TrainConfig, role_weights=None,
+def multitask_loss(model, batch, page_type_y, role_y, cfg: TrainConfig, role_weights=None,
                    node_weight=None):
     """``(total loss, {part: float})`` of one batch for the heads the model has;
     ``node_weight`` scales each node's content loss (``AuxLabels.node_weights``)."""
     from scrapy_grownup.model import masked_cross_entropy, weighted_bce_with_smoothing
 
     with forward_precision(cfg):
-        output = model(batch, genre_labels=genre_y if model.genre_head is not None else None)
+        output = model(batch, page_type_labels=page_type_y
+                       if model.page_type_head is not None else None)
     content = weighted_bce_with_smoothing(
         output.node_logits.float(), batch.y, pos_weight=cfg.pos_weight,
         neg_weight=cfg.neg_weight, smoothing=cfg.label_smoothing, node_weight=node_weight)
     loss = cfg.content_weight * content
     parts = {"content": float(content.detach())}
-    if output.genre_logits is not None and cfg.genre_weight:
-        genre = masked_cross_entropy(output.genre_logits.float(), genre_y)
-        loss = loss + cfg.genre_weight * genre
-        parts["genre"] = float(genre.detach())
+    if output.page_type_logits is not None and cfg.page_type_weight:
+        page_type = masked_cross_entropy(output.page_type_logits.float(), page_type_y)
+        loss = loss + cfg.page_type_weight * page_type
+        parts["page_type"] = float(page_type.detach())
     if output.role_logits is not None and cfg.role_weight:
         role = masked_cross_entropy(output.role_logits.float(), role_y, role_weights)
         loss = loss + cfg.role_weight * role
@@ -300,17 +301,17 @@ def train_epoch(model, store: GraphStore, indices, aux: AuxLabels, cfg: TrainCon
         random_flip_positions(batch, generator)  # on the CPU: the generator's device
         if cfg.attribute_dropout > 0:
             drop_attributes(batch, cfg.attribute_dropout, generator)
-        genre_y, role_y = aux.targets(store, chosen)
+        page_type_y, role_y = aux.targets(store, chosen)
         node_weight = aux.node_weights(store, chosen)
         by_node = node_weights(store, chosen, cfg.node_weight)
         if by_node is not None:
             node_weight = by_node if node_weight is None else node_weight * by_node
         if cfg.device != "cpu":
-            batch, genre_y, role_y = (batch.to(cfg.device), genre_y.to(cfg.device),
+            batch, page_type_y, role_y = (batch.to(cfg.device), page_type_y.to(cfg.device),
                                       role_y.to(cfg.device))
             if node_weight is not None:
                 node_weight = node_weight.to(cfg.device)
-        loss, parts = multitask_loss(model, batch, genre_y, role_y, cfg, role_weights,
+        loss, parts = multitask_loss(model, batch, page_type_y, role_y, cfg, role_weights,
                                      node_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -2,11 +2,11 @@
 SVM and, with ``--stack``, boosted trees stacked on it) on every page of a page-type set and
 add it to a model.
 
-It reads the model's own pooled genre inputs (``GrownUpModel.genre_inputs``, the backbone
-frozen), so a classifier belongs to the weights it was fitted with. ``grownup lab page-type-sites``
-measures the same recipe across sites (its ``stacked`` and ``linear`` arms: fitted on each
-fold's training sites with that fold's backbone); this command fits it on all pages for
-shipping.
+It reads the model's own pooled page-type inputs (``GrownUpModel.page_type_inputs``, the
+backbone frozen), so a classifier belongs to the weights it was fitted with. ``grownup lab
+page-type-sites`` measures the same recipe across sites (its ``stacked`` and ``linear`` arms:
+fitted on each fold's training sites with that fold's backbone); this command fits it on all
+pages for shipping.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from scrapy_grownup.training.page_type_fit import fit_linear_page_type, fit_stac
 
 
 def pooled_inputs(model_dir: Path, store, batch_nodes: int = 16_000) -> np.ndarray:
-    """The model's parameter-free pooled genre inputs (without the page signals) of every
+    """The model's parameter-free pooled page-type inputs (without the page signals) of every
     store page."""
     from scrapy_grownup.model import GrownUpModel
-    from scrapy_grownup.training.genre_sites import genre_model
+    from scrapy_grownup.training.page_type_sites import page_type_model
     from scrapy_grownup.training.heads import frozen_features
 
-    model = genre_model(GrownUpModel.from_pretrained(model_dir))
+    model = page_type_model(GrownUpModel.from_pretrained(model_dir))
     pooled, _ = frozen_features(model, store, range(store.num_pages), batch_nodes=batch_nodes)
     return pooled.numpy()
 
@@ -57,20 +57,20 @@ def fit_command(args) -> dict:
     from scrapy_grownup.model import GrownUpModel
     from scrapy_grownup.training.corpus import corpus_encoder
     from scrapy_grownup.training.crosssite import load_records
-    from scrapy_grownup.training.genre import GENRES
-    from scrapy_grownup.training.genre_sites import corpus_groups, site_corpus
+    from scrapy_grownup.training.page_type_cv import PAGE_TYPES
+    from scrapy_grownup.training.page_type_sites import corpus_groups, site_corpus
 
     source, out = resolve_model_dir(args.model), Path(args.out)
     model = GrownUpModel.from_pretrained(source)
-    names = list(model.genre_names or GENRES)
-    if names != list(GENRES):
+    names = list(model.page_type_names or PAGE_TYPES)
+    if names != list(PAGE_TYPES):
         raise GrownupError(f"the model's page types {names} are not "
-                           f"the set's {list(GENRES)}")
+                           f"the set's {list(PAGE_TYPES)}")
     records = load_records([args.dataset], limit=args.limit)
     store, info = site_corpus(records, corpus_encoder(model.config.encoder),
                               workers=args.workers)
     pages = (info["texts"], info["urls"], np.asarray(info["signals"], np.float32),
-             pooled_inputs(source, store), np.asarray(info["genres"]))
+             pooled_inputs(source, store), np.asarray(info["page_types"]))
     groups = corpus_groups(records, info["keys"])
     classifier = fit_linear_page_type(*pages, names, groups=groups, seed=args.seed,
                                       og_types=info["og_types"])

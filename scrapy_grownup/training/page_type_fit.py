@@ -1,6 +1,7 @@
 """Fit the page-type classifier (``page_type_classifier``) from pages' text, URLs, signals and
-pooled genre inputs: what ``grownup lab fit-page-type`` ships and ``grownup lab page-type-sites``'
-``linear`` and ``stacked`` arms measure across sites, one function for both."""
+pooled page-type inputs: what ``grownup lab fit-page-type`` ships and ``grownup lab
+page-type-sites``' ``linear`` and ``stacked`` arms measure across sites, one function for
+both."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ site groups is the dev split for early stopping (``splits.grouped_holdout``: nev
 dev site in training); ``dev_fraction=0`` trains a fixed number of epochs and keeps the last. Every epoch writes ``checkpoint.pt`` (model, optimiser, RNG state), so an interrupted
 run resumes where it stopped; the best dev model is written to ``best/`` as safetensors + JSON.
 
-Multi-task: ``genre_weight > 0`` adds the Li-ArcFace genre head, trained on the pages that have a
-genre label (the page-type set); ``role_weight > 0`` adds the block-role head, trained on the
-pages with role annotations (L3S-GN1). Each loss counts only the pages/nodes it has labels for;
-early stopping still follows the dev content LCS F1.
+Multi-task: ``page_type_weight > 0`` adds the Li-ArcFace page-type head, trained on the pages
+that have a page-type label (the page-type set); ``role_weight > 0`` adds the block-role head,
+trained on the pages with role annotations (L3S-GN1). Each loss counts only the pages/nodes it
+has labels for; early stopping still follows the dev content LCS F1.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from scrapy_grownup.data.splits import grouped_holdout
 from scrapy_grownup.data.store import GraphStore
 from scrapy_grownup.training.corpus import corpus_encoder, labelled_store, store_from_records
 from scrapy_grownup.training.evaluate import node_f1, store_predictions, text_scores
-from scrapy_grownup.training.genre import GENRES, genre_corpus, genre_index, page_types
-from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, fit_role_head, frozen_features, predict_genre
+from scrapy_grownup.training.page_type_cv import (PAGE_TYPES, page_type_corpus, page_type_index,
+                                                  page_types)
+from scrapy_grownup.training.heads import (HeadFitConfig, fit_page_type_head, fit_role_head,
+                                            frozen_features, predict_page_type)
 from scrapy_grownup.training.holdout import holdout
 from scrapy_grownup.training.loop import AuxLabels, TrainConfig, role_class_weights, train_epoch, warn_if_emulated
 from scrapy_grownup.training.roles import ROLES, role_scores, store_roles
@@ -43,8 +45,8 @@ TRAIN_SPLITS = {"dragnet": "train", "cleaneval": "train", "pagetype": "all", "l3
 def head_overrides(cfg: TrainConfig) -> dict:
     """ModelConfig fields of the heads ``cfg`` asks for (explicit overrides win)."""
     extra: dict = {}
-    if cfg.genre_weight:
-        extra.update(num_genres=len(GENRES), genre_names=list(GENRES))
+    if cfg.page_type_weight:
+        extra.update(num_page_types=len(PAGE_TYPES), page_type_names=list(PAGE_TYPES))
     if cfg.role_weight:
         extra.update(num_roles=len(ROLES), role_names=list(ROLES))
     extra.update(cfg.overrides)
@@ -53,16 +55,16 @@ def head_overrides(cfg: TrainConfig) -> dict:
 
 def aux_labels(name: str, store: GraphStore, cfg: TrainConfig, records=None, split=None,
                limits: PageLimits | None = None) -> AuxLabels:
-    """Genre and role labels of one dataset's store (only for the heads ``cfg`` trains)."""
+    """Page-type and role labels of one dataset's store (only for the heads ``cfg`` trains)."""
     aux = AuxLabels.empty(store)
-    if cfg.genre_weight:
+    if cfg.page_type_weight:
         if records is not None:
             types = {r.id: r.extra.get("page_type") for r in records}
         elif name == "pagetype":
             types = page_types(name, split)
         else:
             types = {}
-        aux.genres[:] = [genre_index(types.get(i)) for i in store.ids]
+        aux.page_types[:] = [page_type_index(types.get(i)) for i in store.ids]
     if cfg.role_weight:
         if records is not None:
             if any(r.extra.get("roles") for r in records):
@@ -111,6 +113,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     from tqdm.auto import tqdm
 
     from scrapy_grownup.model import GrownUpModel, ModelConfig
+    from scrapy_grownup.model.config import model_tensor_name
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,10 +135,10 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                                        cfg.workers, meta={"dataset": name})
         else:
             split, keep = train_ids(name)
-            if name == "pagetype" and cfg.genre_weight:
-                # Every page has a genre; pages whose gold text aligns badly (a third of the
+            if name == "pagetype" and cfg.page_type_weight:
+                # Every page has a page type; pages whose gold text aligns badly (a third of the
                 # collection and forum pages) stay in, with content labels -1.
-                store, _ = genre_corpus(encoder, limits, cfg.workers, cfg.min_coverage)
+                store, _ = page_type_corpus(encoder, limits, cfg.workers, cfg.min_coverage)
             else:
                 store = labelled_store(name, split, encoder, cfg.min_coverage, limits,
                                        cfg.workers)
@@ -198,7 +201,9 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     checkpoint = out / "checkpoint.pt"
     if checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=True)
-        model.load_state_dict(saved["model"])
+        # a checkpoint of a run started before the page-type rename names its tensors as
+        # saved weights do (``config.model_tensor_name``)
+        model.load_state_dict({model_tensor_name(name): t for name, t in saved["model"].items()})
         optimizer.load_state_dict(saved["optimizer"])
         state = json.loads(saved["state"])
         logger.info("resumed from %s at epoch %d", checkpoint, state["epoch"])
@@ -235,8 +240,8 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
                                   metadata={"train": asdict(cfg), "dev": record})
         log.write(json.dumps(record) + "\n")
         log.flush()
-        heads = "".join(f" {key} {dev[key]:.4f}" for key in ("genre_accuracy", "role_macro_f1")
-                        if key in dev)
+        heads = "".join(f" {key} {dev[key]:.4f}"
+                        for key in ("page_type_accuracy", "role_macro_f1") if key in dev)
         logger.info("epoch %d loss %.4f dev LCS F1 %.4f node F1 %.4f%s%s", epoch,
                     record["loss"], dev["lcs_f1"], dev["node_f1"], heads,
                     " *" if improved else "")
@@ -247,7 +252,7 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
     log.close()
     result = {"best_dev_lcs_f1": state["best_f1"], "best_epoch": state["best_epoch"],
               "epochs": state["epoch"], "model_dir": str(out / "best")}
-    if (model.genre_head is not None or model.role_head is not None) and cfg.refit_steps \
+    if (model.page_type_head is not None or model.role_head is not None) and cfg.refit_steps \
             and "refit" not in state and (out / "best").is_dir():
         best = GrownUpModel.from_pretrained(out / "best")
         _, doc = GrownUpModel.read_config(out / "best")
@@ -263,11 +268,11 @@ def train(cfg: TrainConfig, records: dict | None = None) -> dict:
 
 def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels,
                 cfg: TrainConfig) -> dict:
-    """Refit the genre and role heads of ``model`` on its frozen backbone's features.
+    """Refit the page-type and role heads of ``model`` on its frozen backbone's features.
 
     Multi-task training leaves the heads noisy from epoch to epoch while the best epoch is
     picked by content F1; this makes the shipped heads fit the shipped backbone
-    (``heads.fit_genre_head`` / ``fit_role_head`` on features of one backbone pass). A refit
+    (``heads.fit_page_type_head`` / ``fit_role_head`` on features of one backbone pass). A refit
     head replaces the model's only when its dev score is at least as good. Returns the dev
     scores.
     """
@@ -275,32 +280,35 @@ def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels,
 
     import torch
 
-    fit = HeadFitConfig(genre_steps=cfg.refit_steps, role_steps=cfg.refit_steps,
+    fit = HeadFitConfig(page_type_steps=cfg.refit_steps, role_steps=cfg.refit_steps,
                         role_lr=cfg.refit_lr, role_balance=cfg.role_balance, seed=cfg.seed,
                         batch_nodes=cfg.batch_nodes)
     ptr = store.page_ptr
     train_idx, dev_idx = list(train_idx), list(dev_idx)
-    x_genre, nodes = frozen_features(model, store, train_idx + dev_idx, aux.roles,
+    x_page_type, nodes = frozen_features(model, store, train_idx + dev_idx, aux.roles,
                                      cfg.batch_nodes)
     is_train = [True] * len(train_idx) + [False] * len(dev_idx)
     pages = train_idx + dev_idx
     info: dict = {}
-    if model.genre_head is not None:
-        train_g = [k for k, i in enumerate(pages) if is_train[k] and aux.genres[i] >= 0]
-        dev_g = [k for k, i in enumerate(pages) if not is_train[k] and aux.genres[i] >= 0]
+    if model.page_type_head is not None:
+        train_g = [k for k, i in enumerate(pages) if is_train[k] and aux.page_types[i] >= 0]
+        dev_g = [k for k, i in enumerate(pages) if not is_train[k] and aux.page_types[i] >= 0]
         if train_g and dev_g:
-            y_dev = aux.genres[[pages[k] for k in dev_g]]
-            before = float((predict_genre(model, x_genre[dev_g]).argmax(1) == y_dev).mean())
+            y_dev = aux.page_types[[pages[k] for k in dev_g]]
+            before = float((predict_page_type(model, x_page_type[dev_g]).argmax(1)
+                            == y_dev).mean())
             candidate = copy.deepcopy(model)
-            fit_genre_head(candidate, x_genre[train_g], aux.genres[[pages[k] for k in train_g]],
-                           fit)
-            after = float((predict_genre(candidate, x_genre[dev_g]).argmax(1) == y_dev).mean())
+            fit_page_type_head(candidate, x_page_type[train_g],
+                               aux.page_types[[pages[k] for k in train_g]], fit)
+            after = float((predict_page_type(candidate, x_page_type[dev_g]).argmax(1)
+                           == y_dev).mean())
             kept = after >= before
             if kept:
-                model.genre_readout, model.genre_norm, model.genre_head = (
-                    candidate.genre_readout, candidate.genre_norm, candidate.genre_head)
-            info["genre"] = {"dev_accuracy_before": before, "dev_accuracy_after": after,
-                             "dev_pages": len(dev_g), "kept": kept}
+                model.page_type_readout, model.page_type_norm, model.page_type_head = (
+                    candidate.page_type_readout, candidate.page_type_norm,
+                    candidate.page_type_head)
+            info["page_type"] = {"dev_accuracy_before": before, "dev_accuracy_after": after,
+                                 "dev_pages": len(dev_g), "kept": kept}
     if model.role_head is not None:
         has = [k for k, i in enumerate(pages) if (aux.roles[ptr[i]:ptr[i + 1]] >= 0).any()]
         train_r = [k for k in has if is_train[k]]
@@ -328,15 +336,15 @@ def refit_heads(model, store: GraphStore, train_idx, dev_idx, aux: AuxLabels,
 
 
 def _dev_head_scores(model, store, aux: AuxLabels, dev_idx, preds) -> dict:
-    """Dev genre accuracy and role macro F1 (only for the heads the model has)."""
+    """Dev page-type accuracy and role macro F1 (only for the heads the model has)."""
     out: dict = {}
-    if model.genre_head is not None:
-        gold = aux.genres[list(dev_idx)] if dev_idx else np.zeros(0, np.int64)
+    if model.page_type_head is not None:
+        gold = aux.page_types[list(dev_idx)] if dev_idx else np.zeros(0, np.int64)
         mask = gold >= 0
         if mask.any():
-            pred = np.array([int(np.argmax(p["genre"])) for p in preds])
-            out["genre_accuracy"] = float((pred[mask] == gold[mask]).mean())
-            out["genre_pages"] = int(mask.sum())
+            pred = np.array([int(np.argmax(p["page_type"])) for p in preds])
+            out["page_type_accuracy"] = float((pred[mask] == gold[mask]).mean())
+            out["page_type_pages"] = int(mask.sum())
     if model.role_head is not None and dev_idx:
         gold = np.concatenate([aux.roles[store.page_ptr[i]:store.page_ptr[i + 1]]
                                for i in dev_idx])

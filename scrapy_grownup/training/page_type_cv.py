@@ -1,22 +1,22 @@
-"""Page genre: labels of the page-type set and 10-fold cross-validation of the genre head.
+"""Page type: labels of the page-type set and 10-fold cross-validation of the page-type head.
 
-The genre head is a Li-ArcFace cosine classifier (scale 5, margin 0.3, as in the paper) on the
-page readout (the CLS token when the model has Transformer blocks, else the mean of the node
-features) or, with ``genre_readout="content_pooled"`` (what ships), on node features, text and
-structure pooled separately over content and boilerplate (``heads.ContentPooledReadout``). Its
+The page-type head is a Li-ArcFace cosine classifier (scale 5, margin 0.3, as in the paper) on
+the page readout (the CLS token when the model has Transformer blocks, else the mean of the node
+features) or, with ``page_type_readout="content_pooled"`` (what ships), on node features, text
+and structure pooled separately over content and boilerplate (``heads.ContentPooledReadout``). Its
 classes are the page-type set's types; the set's two "blog" pages are articles.
 
-``python -m scrapy_grownup.training.genre --folds 10`` (``grownup lab page-type-cv``) featurizes every
-page of the page-type set once (cached), then for each of the stratified folds (sites never
-straddle two folds) trains a small model on the other folds and classifies the fold's pages;
+``python -m scrapy_grownup.training.page_type_cv --folds 10`` (``grownup lab page-type-cv``)
+featurizes every page of the page-type set once (cached), then for each of the stratified
+folds (sites never straddle two folds) trains a small model on the other folds and classifies the fold's pages;
 a text-only baseline (TF-IDF of the visible text + logistic regression) runs on the same folds
 in the same run. It prints a table and one JSON line. ``--init DIR`` starts every fold from a
 content model's backbone (one never trained on page-type pages, so no fold sees its test pages);
 ``--state FILE`` keeps finished folds so an interrupted run resumes. ``--init DIR --frozen``
-keeps that model's backbone and content head and fits only a content-pooled genre head per
+keeps that model's backbone and content head and fits only a content-pooled page-type head per
 fold, as ``grownup lab fit-heads`` builds the shipped one. ``--model DIR`` instead
-scores a trained model's genre head on the page-type hold-out, next to the baseline trained on
-the other pages.
+scores a trained model's page-type head on the page-type hold-out, next to the baseline trained
+on the other pages.
 """
 
 from __future__ import annotations
@@ -40,23 +40,24 @@ from scrapy_grownup.training.command import (add_model_shape_arguments, add_run_
                       standalone)
 from scrapy_grownup.training.corpus import DEFAULT_MIN_COVERAGE, cache_root, corpus_encoder, prepare_pages, store_key
 from scrapy_grownup.training.evaluate import store_predictions
-from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from scrapy_grownup.training.heads import (HeadFitConfig, fit_page_type_head, frozen_features,
+                                            predict_page_type)
 from scrapy_grownup.training.holdout import heldout_ids, page_host
 from scrapy_grownup.training.loop import AuxLabels, TrainConfig, fit_epochs
 
 logger = logging.getLogger(__name__)
 
-GENRES = ("article", "forum", "service", "product", "documentation", "listing", "collection")
-GENRE_ALIASES = {"blog": "article"}
-GENRE_INDEX = {name: i for i, name in enumerate(GENRES)}
+PAGE_TYPES = ("article", "forum", "service", "product", "documentation", "listing", "collection")
+PAGE_TYPE_ALIASES = {"blog": "article"}
+PAGE_TYPE_INDEX = {name: i for i, name in enumerate(PAGE_TYPES)}
 
 
-def genre_index(name: str | None) -> int:
+def page_type_index(name: str | None) -> int:
     """Class index of a page type (-1 for None or an unknown type)."""
     if not name:
         return -1
     name = str(name).strip().lower()
-    return GENRE_INDEX.get(GENRE_ALIASES.get(name, name), -1)
+    return PAGE_TYPE_INDEX.get(PAGE_TYPE_ALIASES.get(name, name), -1)
 
 
 def page_types(dataset: str = "pagetype", split: str | None = None) -> dict[str, str | None]:
@@ -68,7 +69,7 @@ def page_types(dataset: str = "pagetype", split: str | None = None) -> dict[str,
     for page_id, _ in datasets.list_ids(dataset, split):
         doc = json.loads((root / "ground-truth" / f"{page_id}.json").read_text(encoding="utf-8"))
         raw = ((doc.get("_internal") or {}).get("page_type") or {}).get("primary")
-        out[page_id] = GENRE_ALIASES.get(raw, raw) if raw else None
+        out[page_id] = PAGE_TYPE_ALIASES.get(raw, raw) if raw else None
     return out
 
 
@@ -76,24 +77,25 @@ def page_types(dataset: str = "pagetype", split: str | None = None) -> dict[str,
 # Corpus: every page of the page-type set, featurized once
 
 
-def genre_corpus(encoder, limits: PageLimits | None = None, workers: int = 2,
+def page_type_corpus(encoder, limits: PageLimits | None = None, workers: int = 2,
                  min_coverage: float | None = None, refresh: bool = False):
-    """``(store, info)`` for all pages of the page-type set with a known genre.
+    """``(store, info)`` for all pages of the page-type set with a known page type.
 
     Unlike the content-training store no page is dropped for a poorly aligning gold text (its
-    content labels are -1 instead). ``info`` holds per page ``genres`` (indices), ``hosts`` and
+    content labels are -1 instead). ``info`` holds per page ``page_types`` (indices), ``hosts`` and
     the visible ``texts`` (for the text baseline). Both are cached in the feature cache.
     """
     limits = limits or PageLimits()
     min_coverage = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
-    key = "pagetype-genre-" + store_key(encoder, limits, min_coverage)
+    key = "page-type-corpus-" + store_key(encoder, limits, min_coverage)
     path = cache_root() / f"{key}.safetensors"
     info_path = cache_root() / f"{key}.json"
     if path.exists() and info_path.exists() and not refresh:
         return GraphStore.load(path), json.loads(info_path.read_text(encoding="utf-8"))
-    records = [r for r in datasets.load("pagetype") if genre_index(r.extra.get("page_type")) >= 0]
+    records = [r for r in datasets.load("pagetype")
+               if page_type_index(r.extra.get("page_type")) >= 0]
     prepared = prepare_pages(records, limits, workers)
-    pages, ids, labels, info = [], [], [], {"genres": [], "hosts": [], "texts": []}
+    pages, ids, labels, info = [], [], [], {"page_types": [], "hosts": [], "texts": []}
     for record, prep in zip(records, prepared):
         if prep.page is None:
             logger.warning("%s: %s", record.id, prep.error)
@@ -103,11 +105,11 @@ def genre_corpus(encoder, limits: PageLimits | None = None, workers: int = 2,
         pages.append(prep.page)
         ids.append(record.id)
         labels.append(prep.labels if good else np.full(prep.page.num_nodes, -1, np.int8))
-        info["genres"].append(genre_index(record.extra.get("page_type")))
+        info["page_types"].append(page_type_index(record.extra.get("page_type")))
         info["hosts"].append(page_host(record.url))
         info["texts"].append(" ".join(prep.page.seg_text))
     store = GraphStore.build(pages, encoder, ids=ids, labels=labels,
-                             meta={"dataset": "pagetype-genre", "split": "all"})
+                             meta={"dataset": "page-type-corpus", "split": "all"})
     store.save(path)
     info["ids"] = ids
     tmp = info_path.with_name(info_path.name + ".tmp")
@@ -151,7 +153,7 @@ def text_baseline(train_texts, train_y, test_texts, seed: int = 0,
     return classifier.predict(vectorizer.transform(test_texts))
 
 
-def scores(gold: np.ndarray, pred: np.ndarray, num_classes: int = len(GENRES)) -> dict:
+def scores(gold: np.ndarray, pred: np.ndarray, num_classes: int = len(PAGE_TYPES)) -> dict:
     """Accuracy, macro F1 and each page type's F1 of predicted page type indices."""
     from sklearn.metrics import f1_score
 
@@ -159,7 +161,7 @@ def scores(gold: np.ndarray, pred: np.ndarray, num_classes: int = len(GENRES)) -
     per_class = f1_score(gold, pred, labels=labels, average=None, zero_division=0)
     return {"accuracy": float((gold == pred).mean()) if len(gold) else 0.0,
             "macro_f1": float(np.mean(per_class)),
-            "per_class_f1": {GENRES[i]: float(f) for i, f in enumerate(per_class)}}
+            "per_class_f1": {PAGE_TYPES[i]: float(f) for i, f in enumerate(per_class)}}
 
 
 # Backbone fields copied from an --init model (its weights must fit the fold models).
@@ -176,8 +178,8 @@ def cross_validate(args) -> dict:
 
     only = fold_list(args.only_folds, args.folds)  # before the corpus: a typo costs nothing
     encoder = get_encoder("static")
-    store, info = genre_corpus(encoder, workers=args.workers)
-    y = np.asarray(info["genres"], dtype=np.int64)
+    store, info = page_type_corpus(encoder, workers=args.workers)
+    y = np.asarray(info["page_types"], dtype=np.int64)
     hosts = info["hosts"]
     folds = stratified_group_folds(y, hosts, args.folds, args.seed)
     folds_run = [(k, f) for k, f in enumerate(folds) if only is None or k in only]
@@ -189,7 +191,7 @@ def cross_validate(args) -> dict:
         overrides = {**overrides, **{key: getattr(init.config, key) for key in _SHAPE}}
     cfg = TrainConfig(out="", preset=args.preset, epochs=args.epochs, lr=args.lr,
                       batch_nodes=args.batch_nodes, seed=args.seed,
-                      content_weight=args.content_weight, genre_weight=1.0,
+                      content_weight=args.content_weight, page_type_weight=1.0,
                       overrides=overrides)
     aux = AuxLabels(y.copy(), np.full(int(store.page_ptr[-1]), -1, dtype=np.int8))
     gnn_pred = np.full(len(y), -1)
@@ -210,12 +212,13 @@ def cross_validate(args) -> dict:
         state = {"setting": setting, "folds": {}}
     frozen = None
     if args.frozen:
-        # Fit only the genre head on the --init model's frozen features (what `grownup
+        # Fit only the page-type head on the --init model's frozen features (what `grownup
         # fit-heads` ships): one backbone pass over every page, then seconds per fold.
         if init is None:
             raise GrownupError("--frozen needs --init (the content model whose backbone is kept)")
-        frozen = GrownUpModel(init.config.replace(num_genres=len(GENRES), genre_names=list(GENRES),
-                                                  genre_readout="content_pooled"))
+        frozen = GrownUpModel(init.config.replace(num_page_types=len(PAGE_TYPES),
+                                                  page_type_names=list(PAGE_TYPES),
+                                                  page_type_readout="content_pooled"))
         frozen.backbone.load_state_dict(init.backbone.state_dict())
         frozen.node_head.load_state_dict(init.node_head.state_dict())
         pooled, _ = frozen_features(frozen, store, range(len(y)), batch_nodes=args.batch_nodes)
@@ -231,14 +234,15 @@ def cross_validate(args) -> dict:
         fold_start = time.perf_counter()
         history: list[dict] = []
         if frozen is not None:
-            fit_genre_head(frozen, pooled[train], y[train],
+            fit_page_type_head(frozen, pooled[train], y[train],
                            HeadFitConfig(seed=args.seed * 1000 + k))
-            gnn_pred[test] = predict_genre(frozen, pooled[test]).argmax(1)
+            gnn_pred[test] = predict_page_type(frozen, pooled[test]).argmax(1)
         else:
             torch.manual_seed(args.seed * 1000 + k)
             config = ModelConfig.preset(cfg.preset, encoder="static", text_dim=encoder.dim,
-                                        encoder_version=encoder.version, num_genres=len(GENRES),
-                                        genre_names=list(GENRES), **overrides)
+                                        encoder_version=encoder.version,
+                                        num_page_types=len(PAGE_TYPES),
+                                        page_type_names=list(PAGE_TYPES), **overrides)
             model = GrownUpModel(config)
             if init is not None:
                 model.backbone.load_state_dict(init.backbone.state_dict())
@@ -246,7 +250,7 @@ def cross_validate(args) -> dict:
             history = fit_epochs(model, store, train, aux, cfg,
                                  log=lambda r, k=k: logger.info("fold %d %s", k, json.dumps(r)))
             preds = store_predictions(model, store, test.tolist(), args.batch_nodes)
-            gnn_pred[test] = [int(np.argmax(p["genre"])) for p in preds]
+            gnn_pred[test] = [int(np.argmax(p["page_type"])) for p in preds]
         gnn_seconds = time.perf_counter() - fold_start
         text_pred[test] = text_baseline([texts[i] for i in train], y[train],
                                         [texts[i] for i in test], args.seed)
@@ -254,7 +258,7 @@ def cross_validate(args) -> dict:
                 "grownup_accuracy": float((gnn_pred[test] == y[test]).mean()),
                 "text_accuracy": float((text_pred[test] == y[test]).mean()),
                 "grownup_seconds": round(gnn_seconds, 1),
-                "final_loss": history[-1].get("genre") if history else None}
+                "final_loss": history[-1].get("page_type") if history else None}
         per_fold.append(fold)
         logger.info("fold %d: %s", k, json.dumps(fold))
         if state_path is not None:
@@ -265,8 +269,9 @@ def cross_validate(args) -> dict:
             tmp.replace(state_path)
     done = np.concatenate([test for _, test in folds_run])
     result = {
-        "task": "genre-cv", "dataset": "pagetype", "pages": int(len(done)),
-        "classes": list(GENRES), "folds": args.folds, "folds_run": [k for k, _ in folds_run],
+        "task": "page-type-cv", "dataset": "pagetype", "pages": int(len(done)),
+        "classes": list(PAGE_TYPES), "folds": args.folds,
+        "folds_run": [k for k, _ in folds_run],
         "seed": args.seed, "preset": args.preset, "overrides": overrides,
         "epochs": args.epochs, "lr": args.lr, "content_weight": args.content_weight,
         "init": args.init, "frozen": bool(args.frozen),
@@ -279,39 +284,41 @@ def cross_validate(args) -> dict:
             "text_std": float(np.std([f["text_accuracy"] for f in per_fold])),
         },
         "per_fold": per_fold,
-        "class_counts": {GENRES[i]: int((y[done] == i).sum()) for i in range(len(GENRES))},
+        "class_counts": {PAGE_TYPES[i]: int((y[done] == i).sum())
+                         for i in range(len(PAGE_TYPES))},
         "seconds": round(time.perf_counter() - start, 1),
     }
     return result
 
 
 def model_holdout(args) -> dict:
-    """A trained model's genre head on the page-type hold-out (pages no trainer run uses),
+    """A trained model's page-type head on the page-type hold-out (pages no trainer run uses),
     next to the text baseline trained on the other pages, in the same run."""
     from scrapy_grownup.model import GrownUpModel
 
     directory = resolve_model_dir(args.model)
     model = GrownUpModel.from_pretrained(directory)
-    if model.genre_head is None:
-        raise GrownupError(f"{directory}: the model has no genre head")
-    names = model.genre_names
-    store, info = genre_corpus(corpus_encoder(model.config.encoder), workers=args.workers)
-    y = np.asarray(info["genres"], dtype=np.int64)
+    if model.page_type_head is None:
+        raise GrownupError(f"{directory}: the model has no page-type head")
+    names = model.page_type_names
+    store, info = page_type_corpus(corpus_encoder(model.config.encoder), workers=args.workers)
+    y = np.asarray(info["page_types"], dtype=np.int64)
     held = set(heldout_ids("pagetype"))
     test = [i for i, page_id in enumerate(store.ids) if page_id in held]
     train = [i for i, page_id in enumerate(store.ids) if page_id not in held]
     start = time.perf_counter()
     preds = store_predictions(model, store, test, args.batch_nodes)
-    index = {name: genre_index(name) for name in names}
-    gnn = np.array([index[names[int(np.argmax(p["genre"]))]] for p in preds])
+    index = {name: page_type_index(name) for name in names}
+    gnn = np.array([index[names[int(np.argmax(p["page_type"]))]] for p in preds])
     texts = info["texts"]
     text = text_baseline([texts[i] for i in train], y[train], [texts[i] for i in test],
                          args.seed)
     gold = y[test]
-    return {"task": "genre-holdout", "dataset": "pagetype", "model": str(args.model),
-            "pages": len(test), "classes": list(GENRES), "grownup": scores(gold, gnn),
+    return {"task": "page-type-holdout", "dataset": "pagetype", "model": str(args.model),
+            "pages": len(test), "classes": list(PAGE_TYPES), "grownup": scores(gold, gnn),
             "text_tfidf_logreg": scores(gold, text),
-            "class_counts": {GENRES[i]: int((gold == i).sum()) for i in range(len(GENRES))},
+            "class_counts": {PAGE_TYPES[i]: int((gold == i).sum())
+                             for i in range(len(PAGE_TYPES))},
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -326,7 +333,7 @@ def format_table(result: dict) -> str:
                   f"{100 * fa['text_mean']:10.1f}",
                   f"{'fold accuracy (std)':<22} {100 * fa['grownup_std']:9.1f} "
                   f"{100 * fa['text_std']:10.1f}"]
-    for name in GENRES:
+    for name in PAGE_TYPES:
         lines.append(f"{'F1 ' + name + ' (' + str(result['class_counts'][name]) + ')':<22} "
                      f"{100 * g['per_class_f1'][name]:9.1f} "
                      f"{100 * t['per_class_f1'][name]:10.1f}")
@@ -335,7 +342,7 @@ def format_table(result: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None,
-                        help="instead of cross-validating, score this trained model's genre "
+                        help="instead of cross-validating, score this trained model's page-type "
                              "head on the page-type hold-out")
     parser.add_argument("--folds", type=int, default=10,
                         help="cross-validation folds (default: 10)")
@@ -347,11 +354,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(it must not have been trained on page-type pages)")
     parser.add_argument("--frozen", action="store_true",
                         help="with --init: keep its backbone and content head, fit only the "
-                             "genre head (content-pooled readout) per fold, as fit-heads does")
+                             "page-type head (content-pooled readout) per fold, as fit-heads "
+                             "does")
     parser.add_argument("--epochs", type=int, default=5, help="epochs per fold (default: 5)")
     parser.add_argument("--lr", type=float, default=2e-3, help="learning rate (default: 0.002)")
     parser.add_argument("--content-weight", type=float, default=1.0,
-                        help="also train the content head on the fold's pages (0: genre only)")
+                        help="also train the content head on the fold's pages (0: page type "
+                             "only)")
     parser.add_argument("--batch-nodes", type=int, default=8_000,
                         help="DOM nodes per training batch (default: 8000)")
     parser.add_argument("--state", default=None,

@@ -1,4 +1,4 @@
-"""Page genre: labels, folds, the text baseline, and a multi-task training run on real pages."""
+"""Page type: labels, folds, the text baseline, and a multi-task training run on real pages."""
 
 import json
 
@@ -7,16 +7,16 @@ import pytest
 import torch
 
 from scrapy_grownup.data import datasets
-from scrapy_grownup.training.genre import (
-    GENRES, genre_index, page_types, scores, stratified_group_folds, text_baseline,
+from scrapy_grownup.training.page_type_cv import (
+    PAGE_TYPES, page_type_index, page_types, scores, stratified_group_folds, text_baseline,
 )
 
 
-def test_genre_index():
-    assert [genre_index(g) for g in GENRES] == list(range(7))
-    assert genre_index("blog") == genre_index("article") == 0
-    assert genre_index(" Forum ") == 1
-    assert genre_index(None) == genre_index("") == genre_index("recipe") == -1
+def test_page_type_index():
+    assert [page_type_index(g) for g in PAGE_TYPES] == list(range(7))
+    assert page_type_index("blog") == page_type_index("article") == 0
+    assert page_type_index(" Forum ") == 1
+    assert page_type_index(None) == page_type_index("") == page_type_index("recipe") == -1
 
 
 def test_page_types_of_the_page_type_set():
@@ -25,7 +25,7 @@ def test_page_types_of_the_page_type_set():
     except datasets.DatasetNotAvailable:
         pytest.skip("page-type data not available")
     assert len(types) == 806
-    assert set(types.values()) == set(GENRES)  # the two "blog" pages count as articles
+    assert set(types.values()) == set(PAGE_TYPES)  # the two "blog" pages count as articles
     assert sum(t == "article" for t in types.values()) == 353
     assert page_types("dragnet") == {}
 
@@ -56,15 +56,15 @@ def test_text_baseline_and_scores():
 
 
 def small_real_pages():
-    """Two short pages of each of four genres and four short L3S-GN1 pages."""
+    """Two short pages of each of four page types and four short L3S-GN1 pages."""
     try:
         pagetype = datasets.load("pagetype")
         l3s = datasets.load("l3s_gn1", limit=40)
     except datasets.DatasetNotAvailable:
         pytest.skip("page-type / L3S-GN1 data not available")
     chosen = []
-    for genre in ("article", "forum", "product", "listing"):
-        pages = sorted((r for r in pagetype if r.extra["page_type"] == genre),
+    for page_type in ("article", "forum", "product", "listing"):
+        pages = sorted((r for r in pagetype if r.extra["page_type"] == page_type),
                        key=lambda r: len(r.html))
         chosen.extend(pages[:2])
     return chosen, sorted(l3s, key=lambda r: len(r.html))[:4]
@@ -78,21 +78,23 @@ def test_multitask_training_on_real_pages(tmp_path):
     pagetype, l3s = small_real_pages()
     cfg = TrainConfig(out=str(tmp_path), preset="tiny", encoder="static", epochs=3, lr=1e-2,
                       batch_nodes=6000, patience=5, dev_fraction=0.25, workers=1, threads=1,
-                      genre_weight=1.0, role_weight=1.0)
+                      page_type_weight=1.0, role_weight=1.0)
     result = train(cfg, records={"pagetype": pagetype, "l3s_gn1": l3s})
     history = [json.loads(line) for line in (tmp_path / "train.log").read_text().splitlines()]
     assert len(history) == 3
     # the heads were refit on the best model's frozen features (kept only if dev improved)
     refit = result["refit"]
-    assert set(refit) <= {"genre", "roles"}
+    assert set(refit) <= {"page_type", "roles"}
     assert all("kept" in part for part in refit.values())
     assert json.loads((tmp_path / "best" / "config.json").read_text())["metadata"]["refit"] \
         == refit
     for record in history:
-        assert {"loss_content", "loss_genre", "loss_role"} <= set(record)
-        assert all(np.isfinite(record[k]) for k in ("loss_content", "loss_genre", "loss_role"))
+        assert {"loss_content", "loss_page_type", "loss_role"} <= set(record)
+        assert all(np.isfinite(record[k])
+                   for k in ("loss_content", "loss_page_type", "loss_role"))
     doc = json.loads((tmp_path / "best" / "config.json").read_text())
-    assert doc["config"]["genre_names"] == list(GENRES)
+    # saved files keep the page type's saved names (``model.config.SAVED_CONFIG_KEYS``)
+    assert doc["config"]["genre_names"] == list(PAGE_TYPES)
     assert doc["config"]["role_names"][5] == "comments"
     assert "model.genre_head.weight" not in doc["tensors"]  # names are the model's own
     assert "genre_head.weight" in doc["tensors"] and "role_head.net.weight" in doc["tensors"]
@@ -101,7 +103,7 @@ def test_multitask_training_on_real_pages(tmp_path):
     record = l3s[0]
     article = extractor.extract(record.html, url=record.url,
                                 content_type=record.extra["content_type"])
-    assert article.page_type in GENRES and 0 < article.page_type_score <= 1
+    assert article.page_type in PAGE_TYPES and 0 < article.page_type_score <= 1
     assert isinstance(article.comments, str) and isinstance(article.related_links, list)
     assert all(set(link) == {"text", "url"} for link in article.related_links)
     # the score is the softmax of the un-margined ArcFace logits
@@ -109,9 +111,9 @@ def test_multitask_training_on_real_pages(tmp_path):
                                            content_type=record.extra["content_type"])
     with torch.no_grad():
         out = extractor.model(graph.to(extractor.device))
-        features = extractor.model.genre_norm(out.page_features)  # running statistics
-        probs = torch.softmax(extractor.model.genre_head(features), -1)[0]
-    assert article.page_type == GENRES[int(probs.argmax())]
+        features = extractor.model.page_type_norm(out.page_features)  # running statistics
+        probs = torch.softmax(extractor.model.page_type_head(features), -1)[0]
+    assert article.page_type == PAGE_TYPES[int(probs.argmax())]
     assert article.page_type_score == pytest.approx(float(probs.max()), abs=1e-5)
 
 

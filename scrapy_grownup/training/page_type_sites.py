@@ -1,12 +1,13 @@
-"""Page type on sites never seen: the genre head on the cross-site folds, next to text baselines.
+"""Page type on sites never seen: the page-type head on the cross-site folds, next to text
+baselines.
 
 ``grownup lab page-type-sites --fold-models runs/cv/layout_pw2`` takes the site-grouped folds of
 ``grownup lab evaluate --protocol site-cv`` (``crosssite.site_cv_plan`` over the modern sets, with
 Dragnet and CleanEval as extra training pages) and, for each fold:
 
 - loads that fold's content model (``FOLD_MODELS/foldK/model``, trained without the fold's
-  sites), keeps its backbone frozen and fits a content-pooled genre head
-  (``heads.fit_genre_head``, what ``grownup lab fit-heads`` ships) on the ``--dataset`` pages
+  sites), keeps its backbone frozen and fits a content-pooled page-type head
+  (``heads.fit_page_type_head``, what ``grownup lab fit-heads`` ships) on the ``--dataset`` pages
   (``wcxb_dev``: 1,129 pages of 7 page types) of the training side; it classifies the fold's
   pages;
 - runs every other arm on the very same split: the TF-IDF + logistic-regression text
@@ -44,16 +45,17 @@ from scrapy_grownup.crawl.workers import parent_bound_pool
 from scrapy_grownup.training.command import add_run_arguments, report, standalone
 from scrapy_grownup.training.corpus import cache_root, corpus_encoder, store_key
 from scrapy_grownup.training.crosssite import EVAL_DATASETS, check_disjoint, load_records, record_key, site_cv_plan
-from scrapy_grownup.training.genre import GENRES, genre_index, scores, text_baseline
-from scrapy_grownup.training.heads import HeadFitConfig, fit_genre_head, frozen_features, predict_genre
+from scrapy_grownup.training.page_type_cv import PAGE_TYPES, page_type_index, scores, text_baseline
+from scrapy_grownup.training.heads import (HeadFitConfig, fit_page_type_head, frozen_features,
+                                            predict_page_type)
 from scrapy_grownup.training.page_type_fit import fit_linear_svm
 
-# Arms: how each classifies a page. "head": the genre head on the fold backbone's pooled
+# Arms: how each classifies a page. "head": the page-type head on the fold backbone's pooled
 # features; the others are logistic regressions on the named blocks.
 ARMS = {
     "head": ("pooled",),
     "head+signals": ("pooled", "signals"),
-    "text": ("text",),  # genre.text_baseline, the genre-cv baseline (logistic regression)
+    "text": ("text",),  # page_type_cv.text_baseline, page-type-cv's (logistic regression)
     "text-svm": ("text",),
     "text+url": ("text", "url"),
     "text+signals": ("text", "signals"),
@@ -109,13 +111,13 @@ def record_signals(records, workers: int = 2, limits: PageLimits | None = None) 
 def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = None,
                 cache: bool = True):
     """``(store, info)`` of every parsable record with a known page type: the graph store (no
-    content labels needed) and per page ``keys``, ``genres``, ``texts``, ``urls``,
+    content labels needed) and per page ``keys``, ``page_types``, ``texts``, ``urls``,
     ``og_types`` (the declared OpenGraph type, "" for none) and ``signals``. Cached by the
     records' keys."""
     limits = limits or PageLimits()
-    records = [r for r in records if genre_index(r.extra.get("page_type")) >= 0]
+    records = [r for r in records if page_type_index(r.extra.get("page_type")) >= 0]
     digest = hashlib.sha1(json.dumps([record_key(r) for r in records]).encode()).hexdigest()[:12]
-    key = (f"genre-sites-{digest}-" + store_key(encoder, limits, 0.0)
+    key = (f"page-type-sites-{digest}-" + store_key(encoder, limits, 0.0)
            + f"-s{SIGNAL_VERSION}-og")
     path, info_path = cache_root() / f"{key}.safetensors", cache_root() / f"{key}.json"
     if cache and path.exists() and info_path.exists():
@@ -126,20 +128,20 @@ def site_corpus(records, encoder, workers: int = 2, limits: PageLimits | None = 
             prepared = list(pool.map(_prepare, jobs, chunksize=4))
     else:
         prepared = [_prepare(job) for job in jobs]
-    pages, info = [], {"keys": [], "genres": [], "texts": [], "urls": [], "og_types": [],
+    pages, info = [], {"keys": [], "page_types": [], "texts": [], "urls": [], "og_types": [],
                        "signals": []}
     for record, (page, signals) in zip(records, prepared):
         if page is None:
             continue
         pages.append(page)
         info["keys"].append(record_key(record))
-        info["genres"].append(genre_index(record.extra.get("page_type")))
+        info["page_types"].append(page_type_index(record.extra.get("page_type")))
         info["texts"].append(page_text(page))
         info["urls"].append(record.url or "")
         info["og_types"].append(page.meta.get("og:type", ""))
         info["signals"].append([round(float(v), 5) for v in signals])
     store = GraphStore.build(pages, encoder, ids=info["keys"],
-                             meta={"dataset": "genre-sites", "split": "all"})
+                             meta={"dataset": "page-type-sites", "split": "all"})
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         store.save(path)
@@ -201,31 +203,31 @@ def block_classifier(blocks: dict, train: np.ndarray, test: np.ndarray, y: np.nd
     return fit_linear_svm(x_train, y[train], train_groups, seed).predict(x_test)
 
 
-def genre_model(content_model, signals: bool = False):
-    """A copy of ``content_model`` with a fresh content-pooled genre head (backbone and content
+def page_type_model(content_model, signals: bool = False):
+    """A copy of ``content_model`` with a fresh content-pooled page-type head (backbone and content
     head kept); ``signals``: the head also reads the page signals (what would ship)."""
     from scrapy_grownup.model import GrownUpModel
 
     model = GrownUpModel(content_model.config.replace(
-        num_genres=len(GENRES), genre_names=list(GENRES), genre_readout="content_pooled",
-        genre_signals=SIGNAL_VERSION if signals else ""))
+        num_page_types=len(PAGE_TYPES), page_type_names=list(PAGE_TYPES),
+        page_type_readout="content_pooled", page_type_signals=SIGNAL_VERSION if signals else ""))
     model.backbone.load_state_dict(content_model.backbone.state_dict())
     model.node_head.load_state_dict(content_model.node_head.state_dict())
     return model.eval()
 
 
 def head_with_signals(model, pooled, signals, train, test, y, cfg: HeadFitConfig) -> np.ndarray:
-    """The genre head that also reads the page signals (``ModelConfig.genre_signals``: its
-    readout is wider by ``SIGNAL_DIM``), fitted as ``fit_genre_head`` does on
-    ``[pooled, signals]`` (what ``genre_inputs`` gives such a model); predicted classes of
+    """The page-type head that also reads the page signals (``ModelConfig.page_type_signals``:
+    its readout is wider by ``SIGNAL_DIM``), fitted as ``fit_page_type_head`` does on
+    ``[pooled, signals]`` (what ``page_type_inputs`` gives such a model); predicted classes of
     ``test``."""
     import torch
 
-    wide = genre_model(model, signals=True)
+    wide = page_type_model(model, signals=True)
     features = torch.cat([pooled.float(), torch.from_numpy(np.asarray(signals, np.float32))],
                          dim=1)
-    fit_genre_head(wide, features[train], y[train], cfg)
-    return predict_genre(wide, features[test]).argmax(1)
+    fit_page_type_head(wide, features[train], y[train], cfg)
+    return predict_page_type(wide, features[test]).argmax(1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -233,17 +235,17 @@ def head_with_signals(model, pooled, signals, train, test, y, cfg: HeadFitConfig
 
 
 def scores_with_confusion(gold: np.ndarray, pred: np.ndarray) -> dict:
-    """``genre.scores`` (its ``per_class_f1`` named ``per_type_f1`` here), plus each page
+    """``page_type_cv.scores`` (its ``per_class_f1`` named ``per_type_f1`` here), plus each page
     type's recall and the confusion matrix: the site-held-out report shows where types mix."""
     from sklearn.metrics import confusion_matrix
 
-    labels = list(range(len(GENRES)))
+    labels = list(range(len(PAGE_TYPES)))
     base = scores(gold, pred)
     recall = [float(((pred == k) & (gold == k)).sum() / max(1, (gold == k).sum()))
               for k in labels]
     return {"accuracy": base["accuracy"], "macro_f1": base["macro_f1"],
             "per_type_f1": base["per_class_f1"],
-            "per_type_recall": {GENRES[k]: r for k, r in enumerate(recall)},
+            "per_type_recall": {PAGE_TYPES[k]: r for k, r in enumerate(recall)},
             "confusion": confusion_matrix(gold, pred, labels=labels).tolist()}
 
 
@@ -270,7 +272,7 @@ def site_cv(args) -> dict:
     store, info = site_corpus(records, encoder, workers=args.workers)
     keys = info["keys"]
     info["groups"] = corpus_groups(records, keys)
-    y = np.asarray(info["genres"], dtype=np.int64)
+    y = np.asarray(info["page_types"], dtype=np.int64)
     signals = np.asarray(info["signals"], dtype=np.float32)
     blocks = {"text": info["texts"], "url": [_url_text(u) for u in info["urls"]],
               "signals": signals}
@@ -307,21 +309,22 @@ def site_cv(args) -> dict:
         print(json.dumps(fold), file=sys.stderr, flush=True)
     done = preds[arms[0]] >= 0
     result = {
-        "task": "genre-sites", "dataset": args.dataset, "protocol": "site-cv",
+        "task": "page-type-sites", "dataset": args.dataset, "protocol": "site-cv",
         "folds": args.folds, "eval_datasets": eval_names, "train_datasets": train_names,
         "fold_models": str(args.fold_models), "pages": int(done.sum()),
-        "classes": list(GENRES), "signal_dim": SIGNAL_DIM, "seed": args.seed,
+        "classes": list(PAGE_TYPES), "signal_dim": SIGNAL_DIM, "seed": args.seed,
         "arms": {arm: scores_with_confusion(y[done], preds[arm][done]) for arm in arms},
         "per_fold": per_fold,
-        "class_counts": {GENRES[k]: int((y[done] == k).sum()) for k in range(len(GENRES))},
+        "class_counts": {PAGE_TYPES[k]: int((y[done] == k).sum())
+                         for k in range(len(PAGE_TYPES))},
         "seconds": round(time.perf_counter() - start, 1),
     }
     return result
 
 
 def _fold_backbone(fold_dir: Path, plan_name: str, store, batch_nodes: int):
-    """``(genre model, pooled genre inputs of every store page)`` of one fold's content model
-    (the pooled features are cached by the model's weights and the pages)."""
+    """``(page-type model, pooled page-type inputs of every store page)`` of one fold's content
+    model (the pooled features are cached by the model's weights and the pages)."""
     import torch
 
     from scrapy_grownup.extractor import resolve_model_dir
@@ -332,10 +335,10 @@ def _fold_backbone(fold_dir: Path, plan_name: str, store, batch_nodes: int):
     trained_for = (doc.get("metadata") or {}).get("plan")
     if trained_for not in (None, plan_name):
         raise GrownupError(f"{fold_dir}: a model of plan {trained_for}, not {plan_name}")
-    model = genre_model(GrownUpModel.from_pretrained(directory))
+    model = page_type_model(GrownUpModel.from_pretrained(directory))
     key = hashlib.sha1(json.dumps([doc.get("weights_sha256"), store.ids,
                                    store.page_ptr[-1].item()]).encode()).hexdigest()[:16]
-    path = cache_root() / f"genre-sites-pooled-{key}.npy"
+    path = cache_root() / f"page-type-sites-pooled-{key}.npy"
     if path.is_file():
         return model, torch.from_numpy(np.load(path))
     pooled, _ = frozen_features(model, store, range(store.num_pages), batch_nodes=batch_nodes)
@@ -349,8 +352,8 @@ def _fold_backbone(fold_dir: Path, plan_name: str, store, batch_nodes: int):
 def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) -> np.ndarray:
     cfg = HeadFitConfig(seed=seed)
     if arm == "head":
-        fit_genre_head(model, pooled[train], y[train], cfg)
-        return predict_genre(model, pooled[test]).argmax(1)
+        fit_page_type_head(model, pooled[train], y[train], cfg)
+        return predict_page_type(model, pooled[test]).argmax(1)
     if arm == "head+signals":
         return head_with_signals(model, pooled, signals, train, test, y, cfg)
     if arm in ("linear", "stacked"):
@@ -358,13 +361,13 @@ def _predict(arm, blocks, info, model, pooled, signals, train, test, y, seed) ->
 
         classifier = fit_page_type(
             [info["texts"][i] for i in train], [info["urls"][i] for i in train],
-            signals[train], blocks["pooled"][train], y[train], GENRES,
+            signals[train], blocks["pooled"][train], y[train], PAGE_TYPES,
             groups=[info["groups"][i] for i in train], seed=seed, stack=arm == "stacked",
             og_types=[info["og_types"][i] for i in train])
         return classifier.predict([info["texts"][i] for i in test],
                                   [info["urls"][i] for i in test], signals[test],
                                   blocks["pooled"][test], [info["og_types"][i] for i in test])
-    if arm == "text":  # genre-cv's baseline, its C chosen over sites
+    if arm == "text":  # page-type-cv's baseline, its C chosen over sites
         return text_baseline([info["texts"][i] for i in train], y[train],
                              [info["texts"][i] for i in test], seed,
                              groups=[info["groups"][i] for i in train])
@@ -409,13 +412,13 @@ def format_table(result: dict) -> str:
 
     row("accuracy", [result["arms"][a]["accuracy"] for a in arms])
     row("macro-F1", [result["arms"][a]["macro_f1"] for a in arms])
-    for name in GENRES:
+    for name in PAGE_TYPES:
         row(f"F1 {name} ({result['class_counts'][name]})",
             [result["arms"][a]["per_type_f1"][name] for a in arms])
     for arm in arms:
         lines += ["", f"confusion ({arm}; rows gold, columns predicted): "
-                  + " ".join(g[:5] for g in GENRES)]
-        for name, counts in zip(GENRES, result["arms"][arm]["confusion"]):
+                  + " ".join(g[:5] for g in PAGE_TYPES)]
+        for name, counts in zip(PAGE_TYPES, result["arms"][arm]["confusion"]):
             lines.append(f"  {name:<14}" + "".join(f"{c:>6}" for c in counts))
     return "\n".join(lines)
 

@@ -1,4 +1,5 @@
-"""Page type on unseen sites: page signals, and the genre-sites protocol end to end on a slice."""
+"""Page type on unseen sites: page signals, and the page-type-sites protocol end to end on a
+slice."""
 
 import json
 
@@ -20,17 +21,18 @@ PRODUCT = b"""<html><head><title>Blue kettle</title>
     for i in range(6)) + b"</ul></body></html>"
 
 
-def test_scores_with_confusion_adds_recall_and_the_confusion_to_genre_scores():
-    from scrapy_grownup.training.genre import GENRES, scores
-    from scrapy_grownup.training.genre_sites import scores_with_confusion
+def test_scores_with_confusion_adds_recall_and_the_confusion_to_page_type_scores():
+    from scrapy_grownup.training.page_type_cv import PAGE_TYPES, scores
+    from scrapy_grownup.training.page_type_sites import scores_with_confusion
 
     gold, pred = np.array([0, 0, 1, 2, 2]), np.array([0, 1, 1, 2, 0])
     base, full = scores(gold, pred), scores_with_confusion(gold, pred)
     assert list(full) == ["accuracy", "macro_f1", "per_type_f1", "per_type_recall", "confusion"]
     assert (full["accuracy"], full["macro_f1"]) == (base["accuracy"], base["macro_f1"])
     assert full["per_type_f1"] == base["per_class_f1"]
-    assert full["per_type_recall"][GENRES[0]] == 0.5 and full["per_type_recall"][GENRES[1]] == 1
-    assert full["confusion"][0][:3] == [1, 1, 0] and len(full["confusion"]) == len(GENRES)
+    assert full["per_type_recall"][PAGE_TYPES[0]] == 0.5
+    assert full["per_type_recall"][PAGE_TYPES[1]] == 1
+    assert full["confusion"][0][:3] == [1, 1, 0] and len(full["confusion"]) == len(PAGE_TYPES)
 
 
 def test_page_signals_read_url_schema_dom_and_attributes():
@@ -102,7 +104,7 @@ def _fold_models(root, plans):
 
 
 @pytest.mark.slow
-def test_genre_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
+def test_page_type_sites_protocol_end_to_end(tmp_path, monkeypatch, capsys):
     try:
         datasets.ensure_unpacked("wcxb_dev")
     except datasets.DatasetNotAvailable:
@@ -145,22 +147,23 @@ def _signals_model(tmp_path):
     from scrapy_grownup.graph.featurizer import feature_blocks
     from scrapy_grownup.model import GrownUpModel, ModelConfig
     from scrapy_grownup.graph.signals import SIGNAL_VERSION
-    from scrapy_grownup.training.genre import GENRES
+    from scrapy_grownup.training.page_type_cv import PAGE_TYPES
 
     encoder = get_encoder("static")
     torch.manual_seed(0)
     config = ModelConfig.preset("tiny", encoder="static", text_dim=encoder.dim,
                                 encoder_version=encoder.version,
-                                input_blocks=feature_blocks(encoder.dim), num_genres=len(GENRES),
-                                genre_names=list(GENRES), genre_readout="content_pooled",
-                                genre_signals=SIGNAL_VERSION)
+                                input_blocks=feature_blocks(encoder.dim),
+                                num_page_types=len(PAGE_TYPES), page_type_names=list(PAGE_TYPES),
+                                page_type_readout="content_pooled",
+                                page_type_signals=SIGNAL_VERSION)
     model = GrownUpModel(config).eval()
     model.save_pretrained(tmp_path / "m", encoder="static", encoder_version=encoder.version)
     return model
 
 
-def test_genre_head_reads_page_signals_at_serving_time(tmp_path):
-    """A head with ``genre_signals`` gets them from the parsed pages when serving and from
+def test_page_type_head_reads_page_signals_at_serving_time(tmp_path):
+    """A head with ``page_type_signals`` gets them from the parsed pages when serving and from
     ``x_signals`` when fitted on a store; both give the same probabilities."""
     import torch
 
@@ -168,13 +171,13 @@ def test_genre_head_reads_page_signals_at_serving_time(tmp_path):
     from scrapy_grownup.model import ModelConfig
 
     model = _signals_model(tmp_path)
-    assert model.genre_readout.extra_dim == SIGNAL_DIM
+    assert model.page_type_readout.extra_dim == SIGNAL_DIM
     extractor = ArticleExtractor.from_pretrained(str(tmp_path / "m"), device="cpu")
-    assert extractor.model.config.genre_signals == model.config.genre_signals
+    assert extractor.model.config.page_type_signals == model.config.page_type_signals
     article = extractor.extract(PRODUCT, url="https://shop.test/products/blue-kettle")
-    assert article.page_type in model.genre_names and 0 < article.page_type_score <= 1
+    assert article.page_type in model.page_type_names and 0 < article.page_type_score <= 1
     page = parse_page(PRODUCT, url="https://shop.test/products/blue-kettle")
-    served = extractor.predict([page])[0]["genre"]
+    served = extractor.predict([page])[0]["page_type"]
     batch = extractor.featurizer.batch([page])
     batch.pages = None
     batch.x_signals = torch.from_numpy(page_signals(page)[None])
@@ -183,13 +186,13 @@ def test_genre_head_reads_page_signals_at_serving_time(tmp_path):
     assert np.allclose(served, given[0], atol=1e-5)
     # the URL is one of the signals: another URL, other probabilities
     other = parse_page(PRODUCT, url="https://shop.test/forum/thread/1")
-    assert not np.allclose(served, extractor.predict([other])[0]["genre"])
+    assert not np.allclose(served, extractor.predict([other])[0]["page_type"])
     batch.x_signals = None
     with pytest.raises(ValueError, match="page signals"):
         model(batch)
     with pytest.raises(ValueError, match="content_pooled"):
-        ModelConfig.preset("tiny", encoder="static", text_dim=256, num_genres=7,
-                           genre_signals="1")
+        ModelConfig.preset("tiny", encoder="static", text_dim=256, num_page_types=7,
+                           page_type_signals="1")
     with pytest.raises(ValueError, match="page signals version"):
         _signals_model_config_version(model, "0")
 
@@ -197,23 +200,23 @@ def test_genre_head_reads_page_signals_at_serving_time(tmp_path):
 def _signals_model_config_version(model, version):
     from scrapy_grownup.model import GrownUpModel
 
-    return GrownUpModel(model.config.replace(genre_signals=version))
+    return GrownUpModel(model.config.replace(page_type_signals=version))
 
 
-def test_fit_heads_extra_genre_pages_never_share_a_site_with_the_hold_out():
+def test_fit_heads_extra_page_type_pages_never_share_a_site_with_the_hold_out():
     for name in ("pagetype", "wcxb_dev"):
         try:
             datasets.ensure_unpacked(name)
         except datasets.DatasetNotAvailable:
             pytest.skip(f"{name} not available")
     from scrapy_grownup.data.splits import site_of
-    from scrapy_grownup.training.fit_heads import extra_genre_records
+    from scrapy_grownup.training.fit_heads import extra_page_type_records
     from scrapy_grownup.training.holdout import heldout_ids
 
     pagetype = datasets.load("pagetype")
     held = set(heldout_ids("pagetype"))
-    assert extra_genre_records([], pagetype, held) == []
-    extra = extra_genre_records(["wcxb_dev"], pagetype, held)
+    assert extra_page_type_records([], pagetype, held) == []
+    extra = extra_page_type_records(["wcxb_dev"], pagetype, held)
     held_sites = {site_of(r) for r in pagetype if r.id in held}
     assert extra and not {site_of(r) for r in extra} & held_sites
     assert {r.dataset for r in extra} == {"wcxb_dev"}
@@ -226,10 +229,10 @@ def test_fit_heads_extra_genre_pages_never_share_a_site_with_the_hold_out():
 
 
 @pytest.mark.parametrize("arm", ["text+url", "text"])
-def test_genre_sites_inner_model_selection_never_splits_a_site(arm, group_folds):
+def test_page_type_sites_inner_model_selection_never_splits_a_site(arm, group_folds):
     """The C of every SVM / logistic arm is chosen by an inner CV whose folds keep each site
     on one side: a site's other pages would reward a C that memorises its template."""
-    from scrapy_grownup.training import genre_sites
+    from scrapy_grownup.training import page_type_sites
 
     seen = group_folds
     rng = np.random.default_rng(0)
@@ -245,7 +248,7 @@ def test_genre_sites_inner_model_selection_never_splits_a_site(arm, group_folds)
     blocks = {"text": texts, "url": [f"/s{g}/p" for g in groups]}
     info = {"texts": texts, "groups": groups}
     train, test = np.arange(36), np.arange(36, 48)
-    pred = genre_sites._predict(arm, blocks, info, None, None, None, train, test, y, 0)
+    pred = page_type_sites._predict(arm, blocks, info, None, None, None, train, test, y, 0)
     assert len(pred) == 12 and (pred == y[test]).mean() > 0.8
     assert len(seen) == 3
     for train_sites, test_sites in seen:
