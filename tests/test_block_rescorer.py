@@ -442,3 +442,30 @@ def test_fit_rescorer_caches_scores_as_arrays_it_reads_without_pickle(tmp_path, 
     marker = tmp_path / "code-ran"
     files[0].write_bytes(pickle.dumps({"x": _RunsCodeWhenUnpickled(marker)}))
     assert load_score_cache(files[0]) == {} and not marker.exists()
+
+
+def test_fit_rescorer_zero_positions_arm_scores_pages_without_their_positions(tmp_path):
+    """``--zero-positions`` (what dropping the Laplacian positions costs): the model reads
+    all-zero positions, and the arm's scores are cached apart from the full model's."""
+    from pathlib import Path
+
+    from scrapy_grownup.data import datasets as D
+    from scrapy_grownup.extractor import ArticleExtractor
+    from scrapy_grownup.page.dom import parse_page
+    from scrapy_grownup.training.crosssite import FoldPlan
+    from scrapy_grownup.training.rescorer import scored_pages
+
+    golden = Path(__file__).parent / "golden"
+    records = [D.PageRecord("golden", p.stem, p.read_bytes(), None, None, "all")
+               for p in sorted(golden.glob("article_*.html"))[:2]]
+    plan = FoldPlan("fold9", records, set())
+    cache = tmp_path / "scores"
+    full = scored_pages(plan, MODELS_DIR / "fast", cache, 0.4, "cpu")
+    zero = scored_pages(plan, MODELS_DIR / "fast", cache, 0.4, "cpu", zero_positions=True)
+    assert len(list(cache.iterdir())) == 2  # one file per arm
+    extractor = ArticleExtractor.from_pretrained(MODELS_DIR / "fast", device="cpu")
+    for record, page_full, page_zero in zip(records, full, zero):
+        page = parse_page(record.html)
+        page.positions = np.zeros((page.num_nodes, 32), np.float32)
+        np.testing.assert_allclose(page_zero.probs, extractor.score([page])[0], atol=1e-6)
+        assert not np.all(page_full.probs == page_zero.probs)

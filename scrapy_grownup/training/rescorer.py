@@ -116,6 +116,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--without", action="append", default=[], choices=sorted(FEATURE_GROUPS),
                    help="fit without a group of block features, for an ablation (repeatable; "
                         "the columns are held constant, so the saved file stays loadable)")
+    p.add_argument("--zero-positions", action="store_true",
+                   help="score every page with its Laplacian positions set to zero, for an "
+                        "ablation: what dropping them costs across sites (cached apart)")
     p.add_argument("--cache", default="runs/rescorer",
                    help="where the folds' scores and the baselines' texts are kept for a "
                         "re-run (default: runs/rescorer)")
@@ -162,9 +165,11 @@ class ScoredPage:
 
 
 def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: str,
-                 limits=None) -> list[ScoredPage]:
+                 limits=None, zero_positions: bool = False) -> list[ScoredPage]:
     """The pages of ``plan.test`` scored by the model in ``model_dir`` (the scores are cached
-    in ``cache``, keyed by the model's weights)."""
+    in ``cache``, keyed by the model's weights). ``zero_positions``: every node's Laplacian
+    positions set to zero before the model reads them (what dropping them costs; cached
+    apart)."""
     from scrapy_grownup.page.dom import parse_page
     from scrapy_grownup.extractor import ArticleExtractor
 
@@ -173,7 +178,8 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
         # the vectors the fold models trained on are on disk (corpus_encoder): a MiniLM fold
         # is scored in seconds rather than embedded again for half an hour on a core
         extractor.featurizer.encoder.use_disk_cache()
-    path = cache / f"{plan.name}-{extractor.version or 'unversioned'}.npz"
+    arm = "-zero-positions" if zero_positions else ""
+    path = cache / f"{plan.name}-{extractor.version or 'unversioned'}{arm}.npz"
     cached = load_score_cache(path)
     pages = []
     for record in plan.test:
@@ -183,6 +189,12 @@ def scored_pages(plan, model_dir: Path, cache: Path, threshold: float, device: s
                                     limits=extractor.featurizer.limits))
         except GrownupError:
             pages.append(None)
+    if zero_positions:
+        from scrapy_grownup.page.dom import NUM_EIGENVECTORS
+
+        for page in pages:
+            if page is not None:
+                page.positions = np.zeros((page.num_nodes, NUM_EIGENVECTORS), np.float32)
     missing = [i for i, (r, p) in enumerate(zip(plan.test, pages))
                if p is not None and record_key(r) not in cached]
     if missing:
@@ -317,7 +329,8 @@ def fold_pages(cv_dir: Path, plans, cache: Path, args) -> dict:
         model_dir = cv_dir / plan.name / "model"
         if not (model_dir / "config.json").is_file():
             raise GrownupError(f"no fold model in {model_dir}")
-        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+        folds[plan.name] = scored_pages(plan, model_dir, cache, args.threshold, args.device,
+                                        zero_positions=args.zero_positions)
     return folds
 
 
@@ -367,7 +380,8 @@ def run_rescorer(args) -> dict:
         model_dir = leave_out_dir / plan.name / "model"
         if not (model_dir / "config.json").is_file():
             raise GrownupError(f"no leave-out model in {model_dir}")
-        pages = scored_pages(plan, model_dir, cache, args.threshold, args.device)
+        pages = scored_pages(plan, model_dir, cache, args.threshold, args.device,
+                             zero_positions=args.zero_positions)
         plan_scores = measure(pages, fit(everything, args, keys=plan.train_keys), args)
         if scores_path is not None:
             write_scores(scores_path, plan.name, plan_scores)
