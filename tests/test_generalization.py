@@ -1386,7 +1386,7 @@ def _stubbed_rescorer_run(tmp_path, monkeypatch, argv):
     monkeypatch.setattr(R, "load_records", lambda names: [])
     monkeypatch.setattr(R, "site_cv_plan", lambda ev, ex, k, only: [
         FoldPlan(f"fold{f}", [], set()) for f in range(k) if only is None or f in only])
-    monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a: [
+    monkeypatch.setattr(R, "scored_pages", lambda plan, model_dir, *a, **kw: [
         Path(model_dir).parent.relative_to(tmp_path).as_posix()])
     monkeypatch.setattr(R, "fit", lambda pages, args, keys=None: fitted.append(sorted(pages))
                         or f"trees{len(fitted)}")
