@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_grownup.data import datasets
+from tests.data_support import skip_missing_data
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 RUNS = {
@@ -38,7 +39,7 @@ def dragnet():
     try:
         datasets.load("dragnet", split="test", limit=1)
     except datasets.DatasetNotAvailable:
-        pytest.skip("Dragnet data not available")
+        skip_missing_data("Dragnet data")
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

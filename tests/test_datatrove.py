@@ -22,6 +22,7 @@ from scrapy_grownup.cli.main import main  # noqa: E402
 from scrapy_grownup.data.datasets import DatasetNotAvailable  # noqa: E402
 from scrapy_grownup.datatrove import GrownupExtractor, GrownupWarcReader  # noqa: E402
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc  # noqa: E402
+from tests.data_support import skip_missing_data
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,8 @@ def archives(tmp_path_factory) -> Path:
     try:
         pages = dataset_pages(12)
         fixtures = fixture_dir()
-    except DatasetNotAvailable as exc:
-        pytest.skip(f"datasets not available: {exc}")
+    except DatasetNotAvailable:
+        skip_missing_data("datasets")
     folder = tmp_path_factory.mktemp("archives")
     urls = [f"http://site{i % 3}.example/news/{i:02d}.html" for i in range(len(pages))]
     records = [(url, html, "text/html") for url, (_, html) in zip(urls, pages)]

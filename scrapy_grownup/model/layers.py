@@ -147,7 +147,7 @@ class GraphConvGated(nn.Module):
     ``forward(x [N, in], edge_index [2, E] source->target, edge_type [E])`` -> ``[N, out]``.
     Messages flow along the edges: node ``i`` sums over the edges ``j -> i``, as a
     torch_geometric ``MessagePassing`` layer with ``aggr="add"`` and this ``message`` computes
-    it (``tests/test_model.py`` checks the two against each other); the sum is one
+    it (``tests/model/test_model.py`` checks the two against each other); the sum is one
     ``index_add_`` here, so that serving never imports torch_geometric (see ``pooling``).
     """
 

@@ -1,7 +1,7 @@
 """Per-page pooling and padding of a batch's node rows, in torch alone.
 
 What the backbone needs of torch_geometric (``global_mean_pool``, ``global_max_pool``,
-``to_dense_batch``; ``tests/test_model.py`` checks these against them): written here so that
+``to_dense_batch``; ``tests/model/test_model.py`` checks these against them): written here so that
 serving a model never imports torch_geometric, whose import costs a process about 3 s of CPU
 and 110 MB (it loads its datasets, its LLM tools with ``transformers``, and ``torch._dynamo``).
 Training still builds its batches with torch_geometric's ``Data`` and ``Batch``.
