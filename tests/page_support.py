@@ -1,17 +1,7 @@
-"""Hand-made pages, scores and dataset checks shared by the tests of several modules (decisions,
+"""Hand-made pages and scores shared by the tests of several modules (decisions,
 output, graph, data, training)."""
 
 import numpy as np
-
-from scrapy_grownup.data import datasets as D
-
-
-def available(name):
-    try:
-        D.ensure_unpacked(name)
-    except D.DatasetNotAvailable:
-        return False
-    return True
 
 
 def scored(page, default=0.3, **by_text):

@@ -7,10 +7,10 @@ workers build articles holding this card in the network's place: no weights, no 
 
 from __future__ import annotations
 
-from scrapy_grownup.model.config import ModelConfig
+from scrapy_grownup.model.config import HeadNames, ModelConfig
 
 
-class ModelCard:
+class ModelCard(HeadNames):
     """What ``ArticleExtractor`` reads of a model besides its forward pass."""
 
     runtime = "none"  # runs no forward pass: ``ArticleExtractor.batch_outputs`` cannot use it
@@ -22,15 +22,6 @@ class ModelCard:
         self.page_type_head = True if config.num_page_types else None
         self.page_type_readout = True if pooled else None
         self.role_head = True if config.num_roles else None
-
-    @property
-    def page_type_names(self) -> list[str]:
-        return self.config.page_type_names or [f"page_type_{i}"
-                                                for i in range(self.config.num_page_types)]
-
-    @property
-    def role_names(self) -> list[str]:
-        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
 
 __all__ = ["ModelCard"]

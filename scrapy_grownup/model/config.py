@@ -270,5 +270,23 @@ def count_parameters(model: Any, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["ModelConfig", "PRESETS", "ENCODER_DIMS", "SAVED_CONFIG_KEYS", "SAVED_MODULE_NAMES",
+class HeadNames:
+    """The class names of a model's heads, for every form of the model (torch, numpy, the
+    weightless card): the config's own, else ``page_type_<i>`` / ``role_<i>``."""
+
+    config: ModelConfig
+
+    @property
+    def page_type_names(self) -> list[str]:
+        """Names of the page-type head's classes."""
+        return self.config.page_type_names or [f"page_type_{i}"
+                                                for i in range(self.config.num_page_types)]
+
+    @property
+    def role_names(self) -> list[str]:
+        """Names of the role head's classes."""
+        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
+
+
+__all__ = ["HeadNames", "ModelConfig", "PRESETS", "ENCODER_DIMS", "SAVED_CONFIG_KEYS", "SAVED_MODULE_NAMES",
            "count_parameters", "model_tensor_name", "saved_config_keys", "saved_tensor_name"]

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 
 from scrapy_grownup.errors import ModelLoadError
 from scrapy_grownup.model.backbone import GrownUpBackbone, graph_inputs
-from scrapy_grownup.model.config import ModelConfig, model_tensor_name, saved_tensor_name
+from scrapy_grownup.model.config import (HeadNames, ModelConfig, model_tensor_name,
+                                         saved_tensor_name)
 from scrapy_grownup.model.files import (CONFIG_NAME, FORMAT_VERSION, MODEL_TYPE, WEIGHTS_NAME,
                                         check_tensors, header_shapes, open_model,
                                         read_model_config, sha256,
@@ -43,7 +44,7 @@ class ModelOutput:
     page_type_inputs: Tensor | None = None  # [B, D] before the page-type head's trainable part
 
 
-class GrownUpModel(nn.Module):
+class GrownUpModel(HeadNames, nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -63,17 +64,6 @@ class GrownUpModel(nn.Module):
             self.role_head = _context_role_head(config)
         elif config.num_roles:
             self.role_head = NodeHead(k, config.role_head_hidden, config.num_roles)
-
-    @property
-    def page_type_names(self) -> list[str]:
-        """Names of the page-type head's classes (``page_type_<i>`` when the config has none)."""
-        return self.config.page_type_names or [f"page_type_{i}"
-                                                for i in range(self.config.num_page_types)]
-
-    @property
-    def role_names(self) -> list[str]:
-        """Names of the role head's classes (``role_<i>`` when the config has none)."""
-        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
     def forward(self, batch: Any, page_type_labels: Tensor | None = None) -> ModelOutput:
         """``batch``: a ``Data`` or ``Batch`` with the config's input blocks, ``edge_index`` and

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from scrapy_grownup.errors import ModelLoadError
-from scrapy_grownup.model.config import ModelConfig, model_tensor_name, saved_tensor_name
+from scrapy_grownup.model.config import (HeadNames, ModelConfig, model_tensor_name,
+                                         saved_tensor_name)
 from scrapy_grownup.model.files import (WEIGHTS_NAME, check_tensors, header_shapes, open_model,
                                         text_length_column)
 
@@ -274,7 +275,7 @@ def _weighted_mean(values: np.ndarray, weights: np.ndarray | None, starts: np.nd
     return total / np.maximum(norm, 1e-6)[:, None]
 
 
-class NumpyModel:
+class NumpyModel(HeadNames):
     """A saved GROWN+UP model's inference in numpy: ``predict(arrays)`` on the arrays of
     ``Featurizer.batch_arrays`` gives per page the content probability of every node, the role
     probabilities, the page-type head's probabilities and its pooled inputs."""
@@ -380,15 +381,6 @@ class NumpyModel:
         self._session = session
         self._onnx_inputs = [i.name for i in session.get_inputs()]
         self.backend = "onnxruntime"
-
-    @property
-    def page_type_names(self) -> list[str]:
-        return self.config.page_type_names or [f"page_type_{i}"
-                                                for i in range(self.config.num_page_types)]
-
-    @property
-    def role_names(self) -> list[str]:
-        return self.config.role_names or [f"role_{i}" for i in range(self.config.num_roles)]
 
     def _pooled_readout(self, w: dict[str, np.ndarray]) -> dict[str, Any]:
         var = w["page_type_readout.norm.running_var"]

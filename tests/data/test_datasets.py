@@ -7,15 +7,7 @@ import pytest
 
 from scrapy_grownup.data import datasets as D
 from scrapy_grownup.page.dom import parse_page
-from tests.data_support import skip_missing_data
-
-
-def available(name):
-    try:
-        D.ensure_unpacked(name)
-    except D.DatasetNotAvailable:
-        return False
-    return True
+from tests.data_support import available, skip_missing_data
 
 
 def need(name):

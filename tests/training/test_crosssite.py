@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from scrapy_grownup.data import datasets as D
-from tests.page_support import available
+from tests.data_support import available
 from tests.data_support import skip_missing_data
 
 
