@@ -142,8 +142,9 @@ def cmd_extract(args) -> int:
                     len(inputs), _item_name(inputs[run.done]) if run.done < len(inputs)
                     else "the end")
     try:
-        jobs = _extract_jobs(args, estimated_pages(inputs[run.done:]))
-        chunks = _input_chunks(inputs, args, run)
+        expected = estimated_pages(inputs[run.done:])
+        jobs = _extract_jobs(args, expected)
+        chunks = _input_chunks(inputs, args, run, _batch_pages(args.batch_pages, expected, jobs))
         if jobs > 1:
             results = _process_chunks(chunks, args, jobs)
         else:
@@ -415,6 +416,9 @@ def chunk_results(extractor, entries: list, output_format: str, comments: bool,
 # Entries (skips) a batch holds at most besides its pages: an archive of nothing but
 # revisits still goes out in bounded batches.
 MAX_BATCH_ENTRIES = 4096
+# With several --jobs processes: batches per process at least, and pages per batch at least
+BATCHES_PER_JOB = 4
+MIN_JOB_BATCH = 8
 
 
 def _item_entries(index: int, item, args, run: _Run):
@@ -431,17 +435,27 @@ def _item_entries(index: int, item, args, run: _Run):
         yield from _page_entries([item], args)
 
 
-def _input_chunks(inputs: list, args, run: _Run):
+def _batch_pages(most: int, expected: int, jobs: int) -> int:
+    """Pages per batch: ``--batch-pages``, or with several ``--jobs`` processes fewer, so that
+    each process gets several batches and none is left with the last big one while the others
+    idle (at least ``MIN_JOB_BATCH`` pages, where a batch's own costs stay small)."""
+    if jobs <= 1:
+        return most
+    return min(most, max(MIN_JOB_BATCH, -(-expected // (BATCHES_PER_JOB * jobs))))
+
+
+def _input_chunks(inputs: list, args, run: _Run, batch_pages: int | None = None):
     """``(entries, done, owners)``: the inputs not done yet as batches of at most
-    ``--batch-pages`` pages (and the skips among them), streamed (an archive's records are
-    read as the batches are needed); ``done``: how many inputs are finished once this batch
-    is written; ``owners``: the input (index) of each entry."""
+    ``batch_pages`` (default ``--batch-pages``) pages (and the skips among them), streamed (an
+    archive's records are read as the batches are needed); ``done``: how many inputs are
+    finished once this batch is written; ``owners``: the input (index) of each entry."""
+    batch_pages = batch_pages or args.batch_pages
     batch: list = []
     owners: list = []
     pages = 0
     for index in range(run.done, len(inputs)):
         for entry in _item_entries(index, inputs[index], args, run):
-            if batch and (pages >= args.batch_pages or len(batch) >= MAX_BATCH_ENTRIES):
+            if batch and (pages >= batch_pages or len(batch) >= MAX_BATCH_ENTRIES):
                 yield batch, index, owners
                 batch, owners, pages = [], [], 0
             batch.append(entry)

@@ -570,3 +570,17 @@ def test_a_gpu_driver_is_found_by_its_device_node_or_tool(tmp_path, monkeypatch)
     assert not cuda.gpu_driver_present()  # no CUDA on macOS
     monkeypatch.setattr(cuda.sys, "platform", "win32")
     assert cuda.gpu_driver_present()  # not checked there: torch is asked
+
+
+def test_jobs_split_the_pages_into_several_batches_per_process():
+    """With several ``--jobs`` processes a batch holds fewer pages than ``--batch-pages``, so
+    each process gets several and none finishes alone on the last big one; one process keeps
+    ``--batch-pages``, and a batch never drops below a floor nor rises above it."""
+    from scrapy_grownup.cli.main import BATCHES_PER_JOB, MIN_JOB_BATCH, _batch_pages
+
+    assert _batch_pages(64, 300, 1) == 64
+    per = _batch_pages(64, 300, 2)
+    assert per < 64 and -(-300 // per) >= BATCHES_PER_JOB * 2
+    assert _batch_pages(64, 10, 4) == MIN_JOB_BATCH
+    assert _batch_pages(64, 1_000_000, 16) == 64
+    assert _batch_pages(5, 300, 2) == 5  # never above --batch-pages
