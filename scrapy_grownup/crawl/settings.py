@@ -16,6 +16,7 @@ import difflib
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -256,6 +257,15 @@ CHECKS: dict[str, Callable[[str, object], object]] = {
 assert set(CHECKS) == set(DEFAULTS)
 
 
+# Settings kept so that existing projects still start, though they no longer do anything.
+UNUSED = {
+    "GROWNUP_BATCHES_IN_FLIGHT": "the page workers send their pages to the model process "
+                                 "themselves",
+    "GROWNUP_QUEUE_SIZE": "each page worker waits for its own page's model outputs "
+                          "(GROWNUP_MAX_PENDING_PAGES bounds the pages in flight)",
+}
+
+
 def check(settings, name: str):
     """The checked value of one ``GROWNUP_*`` setting (its default when unset): the crawl's
     (``CHECKS``) and the WARC spider's and archive's (``warc.settings.WARC_CHECKS``) alike.
@@ -348,8 +358,16 @@ class GrownupSettings:
 
     @classmethod
     def from_settings(cls, settings) -> "GrownupSettings":
-        """Check every ``GROWNUP_*`` setting; ``SettingsError`` names the first bad one."""
+        """Check every ``GROWNUP_*`` setting; ``SettingsError`` names the first bad one. A
+        setting that no longer does anything (``UNUSED``) is still checked, and a project that
+        sets it gets a ``ScrapyDeprecationWarning`` saying so."""
         values = {name: check(settings, name) for name in DEFAULTS}
+        for name, why in UNUSED.items():
+            if settings is not None and settings.get(name) is not None:
+                from scrapy.exceptions import ScrapyDeprecationWarning
+
+                warnings.warn(f"{name} no longer has any effect: {why}; remove it from the "
+                              "project's settings", ScrapyDeprecationWarning, stacklevel=2)
         page_types = values["GROWNUP_PAGE_TYPES"]
         if page_types:
             known = model_page_types(values["GROWNUP_MODEL"], values["GROWNUP_DEVICE"])

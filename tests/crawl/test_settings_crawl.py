@@ -180,3 +180,21 @@ def test_scrapy_parse_prints_the_spiders_item(site, enabled):
     assert "No adapter found" not in output and "Traceback" not in output, output[-3000:]
     assert "[{'kind': 'story', 'section': 'news'}]" in done.stdout, done.stdout
     assert ("the scrapy_grownup add-on did not see" in output) is not enabled
+
+
+@pytest.mark.parametrize("name", ["GROWNUP_BATCHES_IN_FLIGHT", "GROWNUP_QUEUE_SIZE"])
+def test_a_setting_that_no_longer_does_anything_warns_where_a_project_sets_it(name):
+    """Still accepted (and checked), so existing projects start; setting it says it does
+    nothing. Left unset, no warning."""
+    import warnings
+
+    from scrapy.exceptions import ScrapyDeprecationWarning
+    from scrapy.settings import Settings
+
+    from scrapy_grownup.crawl.settings import GrownupSettings
+
+    with pytest.warns(ScrapyDeprecationWarning, match=name):
+        GrownupSettings.from_settings(Settings({name: 4}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScrapyDeprecationWarning)
+        GrownupSettings.from_settings(Settings({}))
