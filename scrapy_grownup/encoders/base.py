@@ -182,15 +182,11 @@ class TextEncoder:
             else:
                 slot = cache[key] = len(cache)  # slots 0..len-1 are in use until evictions
             slot_rows[slot] = row
-        need = max(slot_rows) + 1
-        store = self._store
-        if store is None or len(store) < need:
-            grown = np.zeros((min(size, max(need, 2 * (0 if store is None else len(store)),
-                                            1024)), self.dim), dtype=np.float32)
-            if store is not None:
-                grown[:len(store)] = store
-            self._store = store = grown
-        store[list(slot_rows)] = table[list(slot_rows.values())]
+        if self._store is None:
+            # all slots at once: zeros are mapped lazily, so memory grows only with the rows
+            # written, and no vector is ever copied to a bigger store
+            self._store = np.zeros((size, self.dim), dtype=np.float32)
+        self._store[list(slot_rows)] = table[list(slot_rows.values())]
 
     def use_disk_cache(self, directory: str | Path | None = None,
                        chunk_size: int = DEFAULT_CHUNK_SIZE) -> DiskEmbeddingCache:
