@@ -1098,7 +1098,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="text, markdown and html formats: append the readers' comments after "
                         "the article (json always has them in its comments field)")
     p.add_argument("--batch-pages", type=_positive_int, default=64, metavar="N",
-                   help="pages read and sent to the model at a time (default: 64)")
+                   help="pages read and sent to the model at a time (default: 64; with "
+                        "several --jobs, fewer, so that each process gets several batches)")
     p.add_argument("--jobs", type=_jobs_arg, default="auto", metavar="N",
                    help="processes that extract pages side by side, each with its own model "
                         "and --threads torch threads (default: auto: one per CPU core on a "
