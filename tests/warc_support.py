@@ -5,8 +5,31 @@ reader, ``grownup extract`` and the corpus are tested on the same bytes."""
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter
+from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def served_folder(folder: Path):
+    """``folder`` served over HTTP on loopback, quietly; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 partial(_QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
 
 PAGE = b"<html><body><p>A page of a story, long enough to read.</p></body></html>"
 

@@ -17,7 +17,7 @@ import pytest
 from scrapy_grownup.cli.main import main
 from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
-from tests.warc_support import HOSTILE, damaged_copies, hostile_paths
+from tests.warc_support import HOSTILE, damaged_copies, hostile_paths, served_folder
 from tests.data_support import skip_missing_data
 
 PAGES = 20
@@ -334,22 +334,9 @@ def test_user_errors_are_one_line(tmp_path, pages, capsys):
 
 
 def test_an_archive_behind_a_url_is_read_as_it_downloads(tmp_path, pages, capsys):
-    import threading
-    from functools import partial
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
     _crawl(tmp_path, pages[:3], name="r.warc.gz")
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(tmp_path)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/r.warc.gz"
+    with served_folder(tmp_path) as base:
+        url = f"{base}/r.warc.gz"
         code, lines, summary = _run(capsys, url, "--model", "fast", "--jobs", "1",
                                     "-o", str(tmp_path / "o.jsonl"))
         assert code == 0 and summary["extracted"] == 3 and lines[0]["path"] == url
-    finally:
-        server.shutdown()

@@ -14,7 +14,7 @@ from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source, expand, source_for, split_specs
 from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
-from tests.warc_support import HOSTILE, PAGE, hostile_paths, response_record
+from tests.warc_support import HOSTILE, PAGE, hostile_paths, response_record, served_folder
 from tests.data_support import skip_missing_data
 
 
@@ -212,27 +212,13 @@ def test_unreadable_file_is_counted(tmp_path):
 
 
 def test_http_source_streams(tmp_path, pages):
-    import threading
-    from functools import partial
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
     write_warc(tmp_path / "r.warc.gz", [(f"http://a.example/{i}", html, "text/html")
                                         for i, (_, html) in enumerate(pages)])
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(tmp_path)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
+    with served_folder(tmp_path) as base:
         counts, reader, _ = read(Source(f"{base}/r.warc.gz"))
         assert counts["PAGE"] == len(pages) and reader.failed is None
         counts, reader, _ = read(Source(f"{base}/absent.warc.gz"))
         assert counts == Counter({"file_unreadable": 1}) and reader.failed
-    finally:
-        server.shutdown()
 
 
 def test_content_encoded_bodies_are_decoded(tmp_path, pages):
