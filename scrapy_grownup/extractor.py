@@ -656,12 +656,9 @@ def load_rescorer(directory: Path, rescore: bool | None = None):
             raise ModelLoadError(f"{directory}: the model has no block rescorer "
                                  f"({RESCORER_FILE})")
         return None
-    try:
-        return BlockRescorer.load(path)
-    except (OSError, ValueError, KeyError) as exc:
-        message = str(exc)
-        raise ModelLoadError(message if str(path) in message else f"{path}: {message}") \
-            from None
+    from scrapy_grownup.model.files import read_side_file
+
+    return read_side_file(path, BlockRescorer.load)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

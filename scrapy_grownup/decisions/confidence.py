@@ -181,14 +181,9 @@ class ConfidenceModel:
 def load_confidence(directory: str | Path) -> ConfidenceModel | None:
     """The model directory's ``ConfidenceModel``, or ``None`` where it has none; a file that
     cannot be read, or was made for other features, is a ``ModelLoadError``."""
-    from scrapy_grownup.errors import ModelLoadError
+    from scrapy_grownup.model.files import read_side_file
 
     path = Path(directory) / CONFIDENCE_FILE
     if not path.is_file():
         return None
-    try:
-        return ConfidenceModel.load(path)
-    except (OSError, ValueError, KeyError) as exc:
-        message = str(exc)
-        raise ModelLoadError(message if str(path) in message else f"{path}: {message}") \
-            from None
+    return read_side_file(path, ConfidenceModel.load)

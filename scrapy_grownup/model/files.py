@@ -118,6 +118,18 @@ def _abbrev(items: list[str], limit: int = 5) -> str:
     return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
+def read_side_file(path: Path, load):
+    """``load(path)`` for one of a model directory's side files (rescorer, confidence): a
+    file that cannot be read, or was made for other features, is one ``ModelLoadError``
+    naming it."""
+    try:
+        return load(path)
+    except (OSError, ValueError, KeyError) as exc:
+        message = str(exc)
+        raise ModelLoadError(message if str(path) in message else f"{path}: {message}") \
+            from None
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
