@@ -674,6 +674,18 @@ def normalize_date(value) -> str | None:
     return text_date(text)
 
 
+def _first_date(values) -> str | None:
+    """The first of ``values`` (strings, numbers, lists whose first item counts) that
+    ``normalize_date`` reads, normalised; None when none does."""
+    for value in values:
+        if isinstance(value, list):
+            value = value[0] if value else None
+        found = normalize_date(value) if isinstance(value, (str, int, float)) else None
+        if found:
+            return found
+    return None
+
+
 def text_date(text: str) -> str | None:
     """The first date written out in ``text`` ("4 September 2025", "Sep. 4, 2025", "04.09.2025")."""
     best: tuple[int, str] | None = None
@@ -733,13 +745,10 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
     head = headline_node(page, keep) if head == "find" else head
     other_meta = [v for k, v in page.meta.items() if k not in PUBLISHED_META
                   and _PUBLISHED_KEY.search(k) and not _UPDATED.search(k)]
-    for value in (ld.field("datePublished", "dateCreated", "uploadDate"),
-                  *(page.meta.get(k) for k in PUBLISHED_META), *other_meta):
-        if isinstance(value, list):
-            value = value[0] if value else None
-        found = normalize_date(value) if isinstance(value, (str, int, float)) else None
-        if found:
-            return found
+    found = _first_date((ld.field("datePublished", "dateCreated", "uploadDate"),
+                         *(page.meta.get(k) for k in PUBLISHED_META), *other_meta))
+    if found:
+        return found
     for i, values in sorted(page.attrs.items()):
         if values.get("itemprop") in ("datePublished", "dateCreated"):
             found = normalize_date(values.get("content") or values.get("datetime")
@@ -1067,13 +1076,10 @@ def date_modified(page: PageStructure, ld: _LinkedData | None = None) -> str | N
     ld = ld or _LinkedData(json_ld_objects(page))
     other_meta = [v for k, v in page.meta.items()
                   if k not in MODIFIED_META and _MODIFIED_KEY.search(k)]
-    for value in (ld.field("dateModified"), *(page.meta.get(k) for k in MODIFIED_META),
-                  *other_meta):
-        if isinstance(value, list):
-            value = value[0] if value else None
-        found = normalize_date(value) if isinstance(value, (str, int, float)) else None
-        if found:
-            return found
+    found = _first_date((ld.field("dateModified"), *(page.meta.get(k) for k in MODIFIED_META),
+                         *other_meta))
+    if found:
+        return found
     for i, values in sorted(page.attrs.items()):
         if values.get("itemprop") == "dateModified":
             found = normalize_date(values.get("content") or values.get("datetime")
