@@ -5,8 +5,10 @@ even model inference on a thread next to the reactor starves it: every socket ca
 makes gives up the interpreter lock and waits to get it back from the busy thread. So both run in
 spawned processes (no fork of a process that holds threads or CUDA state).
 
-``ProcessPool`` is the shared mechanism: a crashed process breaks the whole executor; the pool is
-rebuilt once, and each call it held is tried once more, then fails with ``WorkerCrashedError``.
+``ProcessPool`` is the shared mechanism: calls go to its processes through
+``pipe_executor.PipeExecutor`` (pipes the asyncio loop reads itself, no thread hand-offs); a
+crashed process breaks the whole executor; the pool is rebuilt once, and each call it held is
+tried once more, then fails with ``WorkerCrashedError``.
 
 Stopping is the main process's business: a worker ignores SIGINT (Ctrl-C in a terminal reaches
 the whole process group; a worker raising ``KeyboardInterrupt`` used to hang the crawl), and
@@ -186,8 +188,10 @@ class ProcessPool:
                                                     initializer=self.initializer,
                                                     initargs=self.initargs)
             else:
-                self._executor = ProcessPoolExecutor(
-                    self.workers, mp_context=multiprocessing.get_context(self.start_method),
+                from scrapy_grownup.crawl.pipe_executor import PipeExecutor
+
+                self._executor = PipeExecutor(
+                    self.workers, multiprocessing.get_context(self.start_method),
                     initializer=self.initializer, initargs=self.initargs)
         return self._executor
 
@@ -309,15 +313,7 @@ class ProcessPool:
         self.restarts += 1
         if executor is not None:
             if self.workers:
-                kill = getattr(executor, "kill_workers", None)  # Python >= 3.14
-                if kill is not None:
-                    kill()
-                else:
-                    for process in list((getattr(executor, "_processes", None) or {}).values()):
-                        try:
-                            process.kill()
-                        except (OSError, ValueError, AttributeError):
-                            pass
+                executor.kill_workers()
             executor.shutdown(wait=False, cancel_futures=False)
         logger.warning("a %s worker was stuck on %s; it was stopped and a new one started "
                        "(%d restarts)", self.name, what, self.restarts)

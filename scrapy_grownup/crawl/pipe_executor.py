@@ -1,0 +1,321 @@
+"""``PipeExecutor``: worker processes whose results the asyncio loop reads itself.
+
+``concurrent.futures.ProcessPoolExecutor`` moves every call through two threads of the calling
+process (a manager thread and a queue feeder) and one more in each worker (its result feeder):
+every page crosses three thread hand-offs, each one a wait for the interpreter lock that the
+reactor holds. Here each worker has one duplex pipe; a call is written to an idle worker's pipe
+on the loop's thread, and the loop reads the result when its selector sees the pipe readable,
+as it reads a socket. No thread is started in either process.
+
+What the crawl's ``ProcessPool`` relies on is kept: ``submit`` returns a
+``concurrent.futures.Future`` that is ``running()`` once a worker holds its call, a worker that
+dies breaks the whole executor (the calls it held and the queued ones fail with
+``BrokenProcessPool``, and the pool starts a new executor), ``kill_workers`` stops them all,
+and ``shutdown`` takes ``wait`` and ``cancel_futures``, from the loop's thread, another thread
+or after the loop stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import multiprocessing
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# Seconds a worker told to stop (or killed) gets to exit before it is killed (or given up).
+EXIT_SECONDS = 5.0
+
+
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, as text: its ``__cause__`` there."""
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else ""
+
+
+def _rebuild(exc: BaseException, text: str) -> BaseException:
+    exc.__cause__ = _RemoteTraceback(text)
+    return exc
+
+
+class _Raised:
+    """An exception a call raised, pickled with its traceback as text."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+        self.text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+    def __reduce__(self):
+        return _rebuild, (self.exc, f'\n"""\n{self.text}"""')
+
+
+def _serve(conn, initializer: Callable[..., Any] | None, initargs: tuple) -> None:
+    """A worker's life: set up, then one call at a time until told to stop (``None``) or the
+    parent is gone (the pipe closes). A failing initializer ends the process, which breaks
+    the executor, as ``ProcessPoolExecutor``'s does."""
+    if initializer is not None:
+        try:
+            initializer(*initargs)
+        except BaseException:  # said, then the process ends
+            logger.critical("exception in a worker's initializer", exc_info=True)
+            raise SystemExit(1) from None
+    while True:
+        try:
+            call = conn.recv()
+        except (EOFError, OSError):
+            return
+        if call is None:
+            return
+        fn, args = call
+        try:
+            reply = (True, fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - the caller's to handle, as with a pool
+            reply = (False, _Raised(exc))
+        try:
+            conn.send(reply)
+        except (EOFError, OSError):
+            return
+        except Exception as exc:  # noqa: BLE001 - a result that does not pickle
+            conn.send((False, _Raised(RuntimeError(
+                f"the result of {getattr(fn, '__name__', fn)!r} could not be sent back: "
+                f"{type(exc).__name__}: {exc}"))))
+        del call, fn, args, reply  # nothing of this page is kept while waiting for the next
+
+
+class _Worker:
+    __slots__ = ("conn", "future", "process", "retired")
+
+    def __init__(self, process, conn):
+        self.process = process
+        self.conn = conn
+        self.future: Future | None = None  # the call it holds
+        self.retired = False  # told to stop: its exit is no crash
+
+
+class PipeExecutor:
+    """``workers`` processes of ``context`` set up by ``initializer(*initargs)``, started at the
+    first ``submit`` from a running asyncio loop, which then drives them (see the module)."""
+
+    def __init__(self, workers: int, context=None, initializer: Callable[..., Any] | None = None,
+                 initargs: tuple = ()):
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self._count = workers
+        self._context = context or multiprocessing.get_context("spawn")
+        self._initializer, self._initargs = initializer, initargs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._workers: list[_Worker] = []
+        self._idle: collections.deque[_Worker] = collections.deque()
+        self._queue: collections.deque[tuple[Future, Callable, tuple]] = collections.deque()
+        self._broken: str | None = None
+        self._shutdown = False
+        self._lock = threading.Lock()  # submit and shutdown from other threads
+
+    # -- the caller's side ------------------------------------------------------------------
+    def submit(self, fn: Callable[..., Any], *args) -> Future:
+        """Queue ``fn(*args)`` for the next idle worker; its ``Future``."""
+        with self._lock:
+            if self._broken is not None:
+                raise BrokenProcessPool(self._broken)
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future: Future = Future()
+            self._queue.append((future, fn, args))
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._start()
+        if _on_loop_thread(loop):
+            self._dispatch()
+        else:
+            loop.call_soon_threadsafe(self._dispatch)
+        return future
+
+    def kill_workers(self) -> None:
+        """Kill every worker: the calls they hold fail with ``BrokenProcessPool``."""
+        for worker in self._workers:
+            _kill(worker.process)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        """No new calls; ``cancel_futures`` cancels the queued ones. With ``wait`` the calls
+        held (and, without ``cancel_futures``, the queued ones) finish and the workers exit
+        before it returns; without it they are told to stop once their calls are done."""
+        with self._lock:
+            self._shutdown = True
+            if cancel_futures:
+                while self._queue:
+                    self._queue.popleft()[0].cancel()
+        loop = self._loop
+        if loop is None:
+            return
+        if not wait:
+            if _on_loop_thread(loop) or not loop.is_running():
+                self._retire_idle()
+            else:
+                loop.call_soon_threadsafe(self._retire_idle)
+            return
+        if loop.is_running() and not _on_loop_thread(loop):
+            # the loop goes on reading results; this thread waits for them, then the exits
+            with self._lock:
+                pending = [w.future for w in self._workers if w.future is not None]
+                pending += [future for future, _fn, _args in self._queue]
+            wait_futures(pending)
+            loop.call_soon_threadsafe(self._retire_idle)
+            for worker in self._workers:
+                _join(worker.process)
+        else:
+            self._finish()
+
+    # -- the loop's side ----------------------------------------------------------------------
+    def _start(self) -> None:
+        for _ in range(self._count):
+            parent_end, child_end = self._context.Pipe(duplex=True)
+            process = self._context.Process(target=_serve, daemon=True,
+                                            args=(child_end, self._initializer, self._initargs),
+                                            name="grownup-pipe-worker")
+            process.start()
+            child_end.close()
+            worker = _Worker(process, parent_end)
+            self._workers.append(worker)
+            self._idle.append(worker)
+            self._loop.add_reader(parent_end.fileno(), self._readable, worker)
+            self._loop.add_reader(process.sentinel, self._exited, worker)
+
+    def _dispatch(self) -> None:
+        """Hand queued calls to idle workers (on the loop's thread)."""
+        while self._idle and self._broken is None:
+            with self._lock:
+                if not self._queue:
+                    break
+                future, fn, args = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while queued
+            worker = self._idle.popleft()
+            worker.future = future
+            try:
+                worker.conn.send((fn, args))
+            except (OSError, EOFError):  # the worker is gone: its sentinel says so next
+                continue
+            except Exception as exc:  # noqa: BLE001 - arguments that do not pickle: this call's
+                worker.future = None
+                self._idle.appendleft(worker)
+                future.set_exception(exc)
+        if self._shutdown:
+            self._retire_idle()
+
+    def _readable(self, worker: _Worker) -> None:
+        try:
+            ok, value = worker.conn.recv()
+        except (EOFError, OSError):
+            self._loop.remove_reader(worker.conn.fileno())  # its exit is _exited's
+            return
+        except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here
+            ok, value = False, exc
+        future, worker.future = worker.future, None
+        self._idle.append(worker)
+        if future is not None and not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+        self._dispatch()
+
+    def _exited(self, worker: _Worker) -> None:
+        self._forget(worker)
+        if worker.retired and worker.future is None:
+            return
+        code = worker.process.exitcode
+        self._break(f"a worker process ended (exit code {code}) with a call in hand"
+                    if worker.future is not None else
+                    f"a worker process ended (exit code {code})")
+
+    def _break(self, reason: str) -> None:
+        """A worker died: every call held or queued fails and the other workers stop."""
+        if self._broken is not None:
+            return
+        with self._lock:
+            self._broken = reason
+            queued = list(self._queue)
+            self._queue.clear()
+        error = BrokenProcessPool(f"{reason}; the worker pool is not usable anymore")
+        for worker in self._workers:
+            future, worker.future = worker.future, None
+            if future is not None and not future.done():
+                future.set_exception(error)
+            if worker.process.exitcode is None:
+                _kill(worker.process)
+        for future, _fn, _args in queued:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(error)
+
+    def _retire_idle(self) -> None:
+        """After shutdown: idle workers with nothing queued are told to stop."""
+        if self._queue:
+            return
+        while self._idle:
+            worker = self._idle.popleft()
+            if worker.retired:
+                continue
+            worker.retired = True
+            try:
+                worker.conn.send(None)
+            except (OSError, EOFError):
+                pass
+
+    def _finish(self) -> None:
+        """``shutdown(wait=True)`` where no loop callback can run meanwhile: the held and
+        queued calls are completed here, then the workers are stopped and joined."""
+        while self._broken is None and (self._queue or any(w.future for w in self._workers)):
+            self._dispatch()
+            for worker in self._workers:
+                if worker.future is not None:
+                    if worker.conn.poll(0.05):
+                        self._readable(worker)
+                    elif worker.process.exitcode is not None:
+                        self._exited(worker)
+        self._retire_idle()
+        for worker in self._workers:
+            _join(worker.process)
+            self._forget(worker)
+
+    def _forget(self, worker: _Worker) -> None:
+        """Stop watching ``worker`` and close its pipe (once)."""
+        if worker.conn.closed:
+            return
+        for fd in (worker.conn.fileno(), worker.process.sentinel):
+            try:
+                self._loop.remove_reader(fd)
+            except (RuntimeError, AttributeError, ValueError):  # the loop is closed
+                pass
+        worker.conn.close()
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _join(process) -> None:
+    """Wait for a worker told to stop; kill it if it does not."""
+    process.join(EXIT_SECONDS)
+    if process.exitcode is None:
+        _kill(process)
+        process.join(EXIT_SECONDS)
+
+
+def _kill(process) -> None:
+    try:
+        process.kill()
+    except (OSError, ValueError, AttributeError):  # already reaped or never started
+        pass
+
+
+__all__ = ["PipeExecutor"]

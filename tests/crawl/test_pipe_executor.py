@@ -1,0 +1,150 @@
+"""``PipeExecutor``: the crawl's worker processes, driven by the asyncio loop without threads.
+
+What ``ProcessPool`` relies on (results and exceptions back, ``running()`` while a worker holds
+a call, a dead worker breaking the executor, ``kill_workers``, ``shutdown`` from the loop's
+thread, another thread or after the loop stopped) against real spawned processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from scrapy_grownup.crawl.pipe_executor import PipeExecutor, _RemoteTraceback
+
+
+def run(coroutine_function):
+    return asyncio.run(coroutine_function())
+
+
+def test_results_and_exceptions_come_back_in_the_callers_futures_without_a_thread():
+    async def main():
+        executor = PipeExecutor(2)
+        try:
+            threads = threading.active_count()
+            pids = await asyncio.gather(*(asyncio.wrap_future(executor.submit(os.getpid))
+                                          for _ in range(20)))
+            assert threading.active_count() == threads  # no manager, feeder or waiter thread
+            assert len(set(pids)) == 2 and os.getpid() not in pids
+            assert await asyncio.wrap_future(executor.submit(divmod, 17, 5)) == (3, 2)
+            with pytest.raises(ValueError, match="invalid literal") as raised:
+                await asyncio.wrap_future(executor.submit(int, "not a number"))
+            # the worker's traceback travels as the exception's cause
+            assert isinstance(raised.value.__cause__, _RemoteTraceback)
+            assert "ValueError" in str(raised.value.__cause__)
+            # a big argument and a big result cross the pipes whole
+            blob = os.urandom(3_000_000)
+            assert await asyncio.wrap_future(executor.submit(bytes, blob)) == blob
+        finally:
+            executor.shutdown()
+
+    run(main)
+
+
+def test_a_call_is_running_only_while_a_worker_holds_it():
+    async def main():
+        executor = PipeExecutor(1)
+        try:
+            held = executor.submit(time.sleep, 1.0)
+            queued = executor.submit(os.getpid)
+            assert held.running() and not queued.running() and not queued.done()
+            await asyncio.wrap_future(held)
+            assert isinstance(await asyncio.wrap_future(queued), int)
+        finally:
+            executor.shutdown()
+
+    run(main)
+
+
+def test_arguments_or_a_result_that_do_not_pickle_fail_that_call_alone():
+    async def main():
+        executor = PipeExecutor(1)
+        try:
+            with pytest.raises(Exception, match="pickle|lambda"):
+                await asyncio.wrap_future(executor.submit(len, lambda: None))
+            with pytest.raises(RuntimeError, match="could not be sent back"):
+                await asyncio.wrap_future(executor.submit(threading.Lock))
+            assert await asyncio.wrap_future(executor.submit(len, "four")) == 4
+        finally:
+            executor.shutdown()
+
+    run(main)
+
+
+def test_a_worker_that_dies_breaks_the_executor_for_held_and_queued_calls():
+    async def main():
+        executor = PipeExecutor(1)
+        try:
+            pid = await asyncio.wrap_future(executor.submit(os.getpid))
+            dying = executor.submit(os._exit, 3)
+            queued = executor.submit(os.getpid)
+            for future in (dying, queued):
+                with pytest.raises(BrokenProcessPool, match="exit code 3"):
+                    await asyncio.wrap_future(future)
+            with pytest.raises(BrokenProcessPool):
+                executor.submit(os.getpid)
+            return pid
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    pid = run(main)
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_kill_workers_fails_the_calls_they_hold():
+    async def main():
+        executor = PipeExecutor(2)
+        try:
+            stuck = [executor.submit(time.sleep, 60) for _ in range(2)]
+            await asyncio.sleep(0.5)
+            started = time.monotonic()
+            executor.kill_workers()
+            for future in stuck:
+                with pytest.raises(BrokenProcessPool):
+                    await asyncio.wrap_future(future)
+            assert time.monotonic() - started < 10
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    run(main)
+
+
+def test_shutdown_from_another_thread_finishes_the_held_call_and_cancels_the_queued_ones():
+    async def main():
+        executor = PipeExecutor(1)
+        held = executor.submit(time.sleep, 0.5)
+        queued = executor.submit(os.getpid)
+        await asyncio.to_thread(executor.shutdown, True, True)
+        assert held.done() and held.exception() is None
+        with pytest.raises(CancelledError):
+            queued.result()
+        assert all(w.process.exitcode is not None for w in executor._workers)
+        with pytest.raises(RuntimeError, match="after shutdown"):
+            executor.submit(os.getpid)
+
+    run(main)
+
+
+def test_shutdown_after_the_loop_stopped_completes_what_was_submitted():
+    """``grownup extract --jobs``: the loop runs only while it waits on a batch; the pool is
+    closed after it stopped."""
+    loop = asyncio.new_event_loop()
+    try:
+        async def submit():
+            return [executor.submit(divmod, k, 3) for k in range(6)]
+
+        executor = PipeExecutor(2)
+        futures = loop.run_until_complete(submit())
+        executor.shutdown(wait=True)
+        assert [f.result() for f in futures] == [divmod(k, 3) for k in range(6)]
+        assert all(w.process.exitcode == 0 for w in executor._workers)
+    finally:
+        loop.close()
