@@ -108,10 +108,15 @@ class StoryItem:
 
 def crashing_parse(body: bytes, url: str, content_type, limits, derive=()):
     """A worker ``parse`` for crash tests: ``crash-once:MARKER`` kills the worker process the
-    first time (it creates MARKER), ``crash-always:`` every time; other URLs parse normally."""
+    first time (it creates MARKER), ``crash-always:`` every time; ``count-slow:FILE`` adds a
+    line to FILE and takes a second; other URLs parse normally."""
     from scrapy_grownup.crawl.workers import parse_in_worker
 
-    if url.startswith("crash-once:"):
+    if url.startswith("count-slow:"):
+        with open(url.split(":", 1)[1], "a", encoding="utf-8") as runs:
+            runs.write("run\n")
+        time.sleep(1.0)
+    elif url.startswith("crash-once:"):
         marker = Path(url.split(":", 1)[1])
         if not marker.exists():
             marker.touch()

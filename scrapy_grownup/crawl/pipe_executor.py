@@ -8,11 +8,12 @@ on the loop's thread, and the loop reads the result when its selector sees the p
 as it reads a socket. No thread is started in either process.
 
 What the crawl's ``ProcessPool`` relies on is kept: ``submit`` returns a
-``concurrent.futures.Future`` that is ``running()`` once a worker holds its call, a worker that
-dies breaks the whole executor (the calls it held and the queued ones fail with
-``BrokenProcessPool``, and the pool starts a new executor), ``kill_workers`` stops them all,
-and ``shutdown`` takes ``wait`` and ``cancel_futures``, from the loop's thread, another thread
-or after the loop stopped.
+``concurrent.futures.Future`` that is ``running()`` once a worker holds its call, and
+``shutdown`` takes ``wait`` and ``cancel_futures``, from the loop's thread, another thread or
+after the loop stopped. A worker that dies costs only the call it held (``BrokenProcessPool``)
+and a new worker takes its place; the others go on with theirs. Only a worker that dies before
+it ever answered (its set-up failing, most likely) breaks the whole executor, as it breaks a
+``ProcessPoolExecutor``: every call fails and the pool starts a new executor.
 """
 
 from __future__ import annotations
@@ -92,21 +93,24 @@ def _serve(conn, initializer: Callable[..., Any] | None, initargs: tuple) -> Non
 
 
 class _Worker:
-    __slots__ = ("conn", "future", "process", "retired")
+    __slots__ = ("conn", "future", "killed", "process", "retired", "served")
 
     def __init__(self, process, conn):
         self.process = process
         self.conn = conn
         self.future: Future | None = None  # the call it holds
         self.retired = False  # told to stop: its exit is no crash
+        self.served = False  # has answered a call: it set up fine
+        self.killed = False  # stopped by ``kill_holder``
 
 
 class PipeExecutor:
     """``workers`` processes of ``context`` set up by ``initializer(*initargs)``, started at the
-    first ``submit`` from a running asyncio loop, which then drives them (see the module)."""
+    first ``submit`` from a running asyncio loop, which then drives them (see the module).
+    ``on_replace(reason)`` is called each time a new worker takes a dead one's place."""
 
     def __init__(self, workers: int, context=None, initializer: Callable[..., Any] | None = None,
-                 initargs: tuple = ()):
+                 initargs: tuple = (), on_replace: Callable[[str], None] | None = None):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self._count = workers
@@ -118,6 +122,8 @@ class PipeExecutor:
         self._queue: collections.deque[tuple[Future, Callable, tuple]] = collections.deque()
         self._broken: str | None = None
         self._shutdown = False
+        self._on_replace = on_replace
+        self.replacements = 0
         self._lock = threading.Lock()  # submit and shutdown from other threads
 
     # -- the caller's side ------------------------------------------------------------------
@@ -140,10 +146,31 @@ class PipeExecutor:
             loop.call_soon_threadsafe(self._dispatch)
         return future
 
-    def kill_workers(self) -> None:
-        """Kill every worker: the calls they hold fail with ``BrokenProcessPool``."""
+    @property
+    def broken(self) -> bool:
+        """Whether a worker's death broke the executor (no call can run on it any more)."""
+        return self._broken is not None
+
+    def kill_holder(self, future: Future) -> bool:
+        """Kill the worker that holds ``future``'s call (a call stuck where no signal reaches):
+        the call fails with ``BrokenProcessPool`` and a new worker takes its place. False
+        where no worker holds it (queued, or done meanwhile)."""
         for worker in self._workers:
-            _kill(worker.process)
+            if worker.future is future and worker.process.exitcode is None:
+                worker.killed = True
+                _kill(worker.process)
+                return True
+        return False
+
+    def holder_is_new(self, future: Future) -> bool:
+        """Whether the worker holding ``future``'s call has not answered a call yet (it may
+        still be setting up: imports, loading a model)."""
+        return any(w.future is future and not w.served for w in self._workers)
+
+    def kill_workers(self) -> None:
+        """Kill every worker: the executor breaks, every call held or queued fails with
+        ``BrokenProcessPool``."""
+        self._break("its workers were killed")
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         """No new calls; ``cancel_futures`` cancels the queued ones. With ``wait`` the calls
@@ -178,17 +205,20 @@ class PipeExecutor:
     # -- the loop's side ----------------------------------------------------------------------
     def _start(self) -> None:
         for _ in range(self._count):
-            parent_end, child_end = self._context.Pipe(duplex=True)
-            process = self._context.Process(target=_serve, daemon=True,
-                                            args=(child_end, self._initializer, self._initargs),
-                                            name="grownup-pipe-worker")
-            process.start()
-            child_end.close()
-            worker = _Worker(process, parent_end)
-            self._workers.append(worker)
-            self._idle.append(worker)
-            self._loop.add_reader(parent_end.fileno(), self._readable, worker)
-            self._loop.add_reader(process.sentinel, self._exited, worker)
+            self._spawn()
+
+    def _spawn(self) -> None:
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(target=_serve, daemon=True,
+                                        args=(child_end, self._initializer, self._initargs),
+                                        name="grownup-pipe-worker")
+        process.start()
+        child_end.close()
+        worker = _Worker(process, parent_end)
+        self._workers.append(worker)
+        self._idle.append(worker)
+        self._loop.add_reader(parent_end.fileno(), self._readable, worker)
+        self._loop.add_reader(process.sentinel, self._exited, worker)
 
     def _dispatch(self) -> None:
         """Hand queued calls to idle workers (on the loop's thread)."""
@@ -221,6 +251,7 @@ class PipeExecutor:
         except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here
             ok, value = False, exc
         future, worker.future = worker.future, None
+        worker.served = True
         self._idle.append(worker)
         if future is not None and not future.done():
             (future.set_result if ok else future.set_exception)(value)
@@ -228,12 +259,27 @@ class PipeExecutor:
 
     def _exited(self, worker: _Worker) -> None:
         self._forget(worker)
-        if worker.retired and worker.future is None:
+        if (worker.retired and worker.future is None) or self._broken is not None:
             return
         code = worker.process.exitcode
-        self._break(f"a worker process ended (exit code {code}) with a call in hand"
-                    if worker.future is not None else
-                    f"a worker process ended (exit code {code})")
+        reason = (f"a worker process ended (exit code {code}) with a call in hand"
+                  if worker.future is not None else
+                  f"a worker process ended (exit code {code})")
+        if self._shutdown or not (worker.served or worker.killed):
+            self._break(reason)  # at shutdown, or its set-up failed: as ProcessPoolExecutor
+            return
+        # one worker gone: the call it held fails, a new worker takes its place
+        self._workers.remove(worker)
+        if worker in self._idle:
+            self._idle.remove(worker)
+        future, worker.future = worker.future, None
+        if future is not None and not future.done():
+            future.set_exception(BrokenProcessPool(reason))
+        self._spawn()
+        self.replacements += 1
+        if self._on_replace is not None:
+            self._on_replace(reason)
+        self._dispatch()
 
     def _break(self, reason: str) -> None:
         """A worker died: every call held or queued fails and the other workers stop."""

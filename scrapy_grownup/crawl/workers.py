@@ -6,9 +6,9 @@ makes gives up the interpreter lock and waits to get it back from the busy threa
 spawned processes (no fork of a process that holds threads or CUDA state).
 
 ``ProcessPool`` is the shared mechanism: calls go to its processes through
-``pipe_executor.PipeExecutor`` (pipes the asyncio loop reads itself, no thread hand-offs); a
-crashed process breaks the whole executor; the pool is rebuilt once, and each call it held is
-tried once more, then fails with ``WorkerCrashedError``.
+``pipe_executor.PipeExecutor`` (pipes the asyncio loop reads itself, no thread hand-offs). A
+crashed process costs the call it held, which is tried once more and then fails with
+``WorkerCrashedError``; a new process takes its place and the others go on with their calls.
 
 Stopping is the main process's business: a worker ignores SIGINT (Ctrl-C in a terminal reaches
 the whole process group; a worker raising ``KeyboardInterrupt`` used to hang the crawl), and
@@ -192,12 +192,20 @@ class ProcessPool:
 
                 self._executor = PipeExecutor(
                     self.workers, multiprocessing.get_context(self.start_method),
-                    initializer=self.initializer, initargs=self.initargs)
+                    initializer=self.initializer, initargs=self.initargs,
+                    on_replace=self._replaced)
         return self._executor
 
+    def _replaced(self, reason: str) -> None:
+        """The executor started a new process in a dead one's place."""
+        self.restarts += 1
+        logger.warning("a %s worker process died (%s); a new one took its place (%d restarts)",
+                       self.name, reason, self.restarts)
+
     def _restart(self, generation: int) -> None:
-        """Replace a broken executor once, however many of its calls notice the breakage."""
-        if generation != self._generation:
+        """Replace a broken executor once, however many of its calls notice the breakage (an
+        executor that replaced its dead worker itself is not broken, and stays)."""
+        if generation != self._generation or not getattr(self._executor, "broken", True):
             return
         self._generation += 1
         self.restarts += 1
@@ -243,10 +251,13 @@ class ProcessPool:
         order = self._order.setdefault(generation, {})
         order[future] = None
         started = None
+        new_holder = False  # its worker has not answered a call yet: it may be setting up
         try:
             while True:
                 if started is None and self._executing(future, order):
                     started = loop.time()
+                    new_holder = bool(getattr(self._executor, "holder_is_new",
+                                              lambda _future: False)(future))
                 if started is None and not self.workers and generation != self._generation \
                         and future.cancel():
                     order.pop(future, None)
@@ -256,7 +267,8 @@ class ProcessPool:
                     order = self._order.setdefault(generation, {})
                     order[future] = None
                     continue
-                limit = timeout if self._warm == generation else timeout + START_ALLOWANCE
+                limit = timeout if self._warm == generation and not new_holder \
+                    else timeout + START_ALLOWANCE
                 wait = tick if started is None else started + limit - loop.time()
                 if wait > 0:
                     done, _ = await asyncio.wait({wrapped}, timeout=min(wait, tick))
@@ -270,7 +282,7 @@ class ProcessPool:
                         raise
                 # Its result (or the pool's breakage) will never be read: not an error to log.
                 wrapped.add_done_callback(lambda f: f.cancelled() or f.exception())
-                self._stop_stuck(generation, what)
+                self._stop_stuck(generation, what, future)
                 raise PageTimeoutError(f"{what} was still being parsed {limit:g} s after a "
                                        f"worker started it; the worker was stopped")
         except asyncio.CancelledError:
@@ -282,12 +294,15 @@ class ProcessPool:
                 self._order.pop(generation, None)
 
     def _executing(self, future, order: dict) -> bool:
-        """Whether a worker has (most likely) started ``future``: it is done, or among the
-        first ``workers`` unfinished calls of its executor."""
+        """Whether a worker has (most likely) started ``future``: it is done, or (processes:
+        the executor says which call a worker holds) running, or (a thread) among the first
+        ``workers`` unfinished calls of its executor."""
         if future.done():
             return True
         if not future.running():  # still in the executor's own queue
             return False
+        if self.workers:
+            return True
         ahead = 0
         for other in order:
             if other is future:
@@ -298,22 +313,24 @@ class ProcessPool:
                     return False
         return True
 
-    def _stop_stuck(self, generation: int, what: str) -> None:
-        """Stop the executor whose worker is stuck and start afresh (once per executor).
+    def _stop_stuck(self, generation: int, what: str, future) -> None:
+        """Stop the worker stuck on ``future``'s call.
 
-        Processes are killed: the calls they held fail with ``BrokenProcessPool`` and are tried
-        once more on the new executor, as after a crash. A thread cannot be killed: it is left
-        to finish on its own, and the calls queued behind it move to the new executor.
+        A process is killed and a new one takes its place (``PipeExecutor.kill_holder``); the
+        other workers' calls go on. A thread cannot be killed: it is left to finish on its
+        own, and the executor is replaced, the calls queued behind it moving to the new one.
         """
         if generation != self._generation:
+            return
+        if self.workers:
+            if self._executor is not None and self._executor.kill_holder(future):
+                logger.warning("a %s worker was stuck on %s; it was stopped", self.name, what)
             return
         executor, self._executor = self._executor, None
         self._order.pop(generation, None)  # a stuck thread's call never ends: not ahead of any
         self._generation += 1
         self.restarts += 1
         if executor is not None:
-            if self.workers:
-                executor.kill_workers()
             executor.shutdown(wait=False, cancel_futures=False)
         logger.warning("a %s worker was stuck on %s; it was stopped and a new one started "
                        "(%d restarts)", self.name, what, self.restarts)

@@ -77,26 +77,72 @@ def test_arguments_or_a_result_that_do_not_pickle_fail_that_call_alone():
     run(main)
 
 
-def test_a_worker_that_dies_breaks_the_executor_for_held_and_queued_calls():
+def test_a_worker_that_dies_costs_its_own_call_and_a_new_one_takes_its_place():
+    replaced = []
+
     async def main():
-        executor = PipeExecutor(1)
+        executor = PipeExecutor(2, on_replace=replaced.append)
         try:
-            pid = await asyncio.wrap_future(executor.submit(os.getpid))
+            pids = set(await asyncio.gather(*(asyncio.wrap_future(executor.submit(os.getpid))
+                                              for _ in range(8))))
+            other = executor.submit(time.sleep, 1.0)  # the other worker's call goes on
             dying = executor.submit(os._exit, 3)
-            queued = executor.submit(os.getpid)
-            for future in (dying, queued):
-                with pytest.raises(BrokenProcessPool, match="exit code 3"):
+            queued = [executor.submit(os.getpid) for _ in range(4)]
+            with pytest.raises(BrokenProcessPool, match="exit code 3"):
+                await asyncio.wrap_future(dying)
+            after = set(await asyncio.gather(*map(asyncio.wrap_future, queued)))
+            assert await asyncio.wrap_future(other) is None
+            assert not executor.broken and executor.replacements == 1
+            return pids, after
+        finally:
+            executor.shutdown()
+
+    pids, after = run(main)
+    assert len(pids) == 2 and len(after - pids) == 1  # one new worker among the old one
+    assert len(replaced) == 1 and "exit code 3" in replaced[0]
+
+
+def test_a_worker_that_dies_before_it_ever_answered_breaks_the_executor():
+    """A set-up that kills its process (every new worker would die the same way) breaks the
+    executor instead of starting one worker after another."""
+    async def main():
+        executor = PipeExecutor(1, initializer=os._exit, initargs=(4,))
+        try:
+            futures = [executor.submit(os.getpid) for _ in range(3)]
+            for future in futures:
+                with pytest.raises(BrokenProcessPool, match="exit code 4"):
                     await asyncio.wrap_future(future)
+            assert executor.broken and executor.replacements == 0
             with pytest.raises(BrokenProcessPool):
                 executor.submit(os.getpid)
-            return pid
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    pid = run(main)
-    time.sleep(0.2)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    run(main)
+
+
+def test_kill_holder_stops_the_worker_of_a_stuck_call_only():
+    async def main():
+        executor = PipeExecutor(2)
+        try:
+            await asyncio.gather(*(asyncio.wrap_future(executor.submit(os.getpid))
+                                   for _ in range(4)))
+            stuck = executor.submit(time.sleep, 60)
+            other = executor.submit(time.sleep, 1.0)
+            await asyncio.sleep(0.3)
+            assert not executor.holder_is_new(stuck)
+            started = time.monotonic()
+            assert executor.kill_holder(stuck)
+            with pytest.raises(BrokenProcessPool):
+                await asyncio.wrap_future(stuck)
+            assert time.monotonic() - started < 10
+            assert await asyncio.wrap_future(other) is None
+            assert isinstance(await asyncio.wrap_future(executor.submit(os.getpid)), int)
+            assert executor.replacements == 1 and not executor.kill_holder(stuck)
+        finally:
+            executor.shutdown()
+
+    run(main)
 
 
 def test_kill_workers_fails_the_calls_they_hold():

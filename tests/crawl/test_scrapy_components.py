@@ -324,6 +324,27 @@ def test_dead_worker_is_restarted_and_its_page_retried_once(tmp_path):
     assert restarts == 3  # once for crash-once, twice for crash-always
 
 
+def test_a_dead_worker_costs_no_other_workers_page(tmp_path):
+    """One worker dies on a page while the other parses a slow one: only the dead worker's
+    page is tried again, on a new worker; the other worker's page runs once."""
+    runs = tmp_path / "runs"
+
+    async def main():
+        pool = FeaturizerPool(workers=2, parse=crashing_parse)
+        try:
+            await asyncio.gather(*(pool.structure(PAGE, "http://warm/") for _ in range(4)))
+            slow = await pool.submit(PAGE, f"count-slow:{runs}")
+            await asyncio.sleep(0.3)
+            retried = await pool.structure(PAGE, f"crash-once:{tmp_path / 'marker'}")
+            return await slow, retried, pool.restarts
+        finally:
+            pool.close()
+
+    slow, retried, restarts = asyncio.run(main())
+    assert slow.page.num_nodes == retried.page.num_nodes
+    assert runs.read_text() == "run\n" and restarts == 1
+
+
 @pytest.mark.parametrize("workers", [1, 0])
 def test_a_page_over_its_time_budget_is_a_timeout_and_the_pool_goes_on(workers):
     """A page that hangs the parser costs that page (``PageTimeoutError``), never the pages
