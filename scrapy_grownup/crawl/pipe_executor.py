@@ -10,10 +10,12 @@ as it reads a socket. No thread is started in either process.
 What the crawl's ``ProcessPool`` relies on is kept: ``submit`` returns a
 ``concurrent.futures.Future`` that is ``running()`` once a worker holds its call, and
 ``shutdown`` takes ``wait`` and ``cancel_futures``, from the loop's thread, another thread or
-after the loop stopped. A worker that dies costs only the call it held (``BrokenProcessPool``)
-and a new worker takes its place; the others go on with theirs. Only a worker that dies before
-it ever answered (its set-up failing, most likely) breaks the whole executor, as it breaks a
-``ProcessPoolExecutor``: every call fails and the pool starts a new executor.
+after the loop stopped. A worker says when it is set up; only then is a call written to its
+pipe, so a write never waits on a worker's set-up. A worker that dies costs only the call it
+held (``BrokenProcessPool``) and a new worker takes its place; the others go on with theirs.
+Only a worker that dies before it was set up breaks the whole executor, as it breaks a
+``ProcessPoolExecutor`` (a new worker would die the same way): every call fails and the pool
+starts a new executor.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait as wait_ready
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -60,15 +63,19 @@ class _Raised:
 
 
 def _serve(conn, initializer: Callable[..., Any] | None, initargs: tuple) -> None:
-    """A worker's life: set up, then one call at a time until told to stop (``None``) or the
-    parent is gone (the pipe closes). A failing initializer ends the process, which breaks
-    the executor, as ``ProcessPoolExecutor``'s does."""
+    """A worker's life: set up and say so (``None``), then one call at a time until told to
+    stop (``None``) or the parent is gone (the pipe closes). A failing initializer ends the
+    process before it says it is set up, which breaks the executor."""
     if initializer is not None:
         try:
             initializer(*initargs)
         except BaseException:  # said, then the process ends
             logger.critical("exception in a worker's initializer", exc_info=True)
             raise SystemExit(1) from None
+    try:
+        conn.send(None)
+    except (EOFError, OSError):
+        return
     while True:
         try:
             call = conn.recv()
@@ -93,14 +100,15 @@ def _serve(conn, initializer: Callable[..., Any] | None, initargs: tuple) -> Non
 
 
 class _Worker:
-    __slots__ = ("conn", "future", "killed", "process", "retired", "served")
+    __slots__ = ("conn", "future", "killed", "process", "ready", "retired", "served")
 
     def __init__(self, process, conn):
         self.process = process
         self.conn = conn
         self.future: Future | None = None  # the call it holds
+        self.ready = False  # said it is set up: calls may be written to it
         self.retired = False  # told to stop: its exit is no crash
-        self.served = False  # has answered a call: it set up fine
+        self.served = False  # has answered a call
         self.killed = False  # stopped by ``kill_holder``
 
 
@@ -124,7 +132,7 @@ class PipeExecutor:
         self._shutdown = False
         self._on_replace = on_replace
         self.replacements = 0
-        self._lock = threading.Lock()  # submit and shutdown from other threads
+        self._lock = threading.Lock()  # the queue and the flags, for submit and shutdown
 
     # -- the caller's side ------------------------------------------------------------------
     def submit(self, fn: Callable[..., Any], *args) -> Future:
@@ -155,7 +163,7 @@ class PipeExecutor:
         """Kill the worker that holds ``future``'s call (a call stuck where no signal reaches):
         the call fails with ``BrokenProcessPool`` and a new worker takes its place. False
         where no worker holds it (queued, or done meanwhile)."""
-        for worker in self._workers:
+        for worker in list(self._workers):
             if worker.future is future and worker.process.exitcode is None:
                 worker.killed = True
                 _kill(worker.process)
@@ -163,9 +171,9 @@ class PipeExecutor:
         return False
 
     def holder_is_new(self, future: Future) -> bool:
-        """Whether the worker holding ``future``'s call has not answered a call yet (it may
-        still be setting up: imports, loading a model)."""
-        return any(w.future is future and not w.served for w in self._workers)
+        """Whether the worker holding ``future``'s call has not answered a call yet (its
+        first call may pay for imports its set-up left)."""
+        return any(w.future is future and not w.served for w in list(self._workers))
 
     def kill_workers(self) -> None:
         """Kill every worker: the executor breaks, every call held or queued fails with
@@ -184,23 +192,54 @@ class PipeExecutor:
         loop = self._loop
         if loop is None:
             return
-        if not wait:
-            if _on_loop_thread(loop) or not loop.is_running():
-                self._retire_idle()
+        if not (loop.is_running() and not _on_loop_thread(loop)):
+            if wait:
+                self._finish()
             else:
-                loop.call_soon_threadsafe(self._retire_idle)
+                self._retire_idle()
             return
-        if loop.is_running() and not _on_loop_thread(loop):
-            # the loop goes on reading results; this thread waits for them, then the exits
-            with self._lock:
-                pending = [w.future for w in self._workers if w.future is not None]
-                pending += [future for future, _fn, _args in self._queue]
-            wait_futures(pending)
+        # Another thread, the loop running: the loop goes on reading results and lists what
+        # is pending and which workers there are; this thread only waits.
+        if not wait:
             loop.call_soon_threadsafe(self._retire_idle)
-            for worker in self._workers:
-                _join(worker.process)
-        else:
+            return
+        pending = self._on_loop(lambda: [w.future for w in self._workers if w.future] +
+                                [future for future, _fn, _args in self._queue])
+        if pending is None:  # the loop stopped meanwhile
             self._finish()
+            return
+        wait_futures(pending)
+
+        def retire() -> list[_Worker]:
+            self._retire_idle()
+            return list(self._workers)
+
+        workers = self._on_loop(retire)
+        if workers is None:
+            self._finish()
+            return
+        for worker in workers:
+            _join(worker.process)
+        self._on_loop(lambda: [self._forget(w) for w in workers])
+
+    def _on_loop(self, fn: Callable[[], Any]):
+        """``fn()`` run on the running loop's thread, for a caller on another thread; None
+        when the loop stops before it ran."""
+        done: Future = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        while True:
+            try:
+                return done.result(timeout=0.5)
+            except TimeoutError:
+                if not self._loop.is_running():
+                    return None
 
     # -- the loop's side ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -209,14 +248,19 @@ class PipeExecutor:
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=True)
-        process = self._context.Process(target=_serve, daemon=True,
-                                        args=(child_end, self._initializer, self._initargs),
-                                        name="grownup-pipe-worker")
-        process.start()
-        child_end.close()
+        try:
+            process = self._context.Process(target=_serve, daemon=True,
+                                            args=(child_end, self._initializer,
+                                                  self._initargs),
+                                            name="grownup-pipe-worker")
+            process.start()
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
         worker = _Worker(process, parent_end)
         self._workers.append(worker)
-        self._idle.append(worker)
         self._loop.add_reader(parent_end.fileno(), self._readable, worker)
         self._loop.add_reader(process.sentinel, self._exited, worker)
 
@@ -227,10 +271,10 @@ class PipeExecutor:
                 if not self._queue:
                     break
                 future, fn, args = self._queue.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue  # cancelled while queued
-            worker = self._idle.popleft()
-            worker.future = future
+                if not future.set_running_or_notify_cancel():
+                    continue  # cancelled while queued
+                worker = self._idle.popleft()
+                worker.future = future  # held: never neither queued nor held
             try:
                 worker.conn.send((fn, args))
             except (OSError, EOFError):  # the worker is gone: its sentinel says so next
@@ -242,30 +286,41 @@ class PipeExecutor:
         if self._shutdown:
             self._retire_idle()
 
-    def _readable(self, worker: _Worker) -> None:
+    def _readable(self, worker: _Worker) -> bool:
+        """Read what ``worker`` sent (set up, or a call's result); False at the pipe's end
+        (the worker is gone: ``_exited`` handles it)."""
         try:
-            ok, value = worker.conn.recv()
+            message = worker.conn.recv()
         except (EOFError, OSError):
-            self._loop.remove_reader(worker.conn.fileno())  # its exit is _exited's
-            return
+            self._stop_reading(worker.conn)
+            return False
         except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here
-            ok, value = False, exc
-        future, worker.future = worker.future, None
-        worker.served = True
-        self._idle.append(worker)
-        if future is not None and not future.done():
-            (future.set_result if ok else future.set_exception)(value)
+            message = (False, exc)
+        if message is None:  # set up
+            worker.ready = True
+            if worker.retired:  # told to stop while setting up: it is reading that now
+                return True
+        else:
+            future, worker.future = worker.future, None
+            worker.served = True
+            if future is not None and not future.done():
+                ok, value = message
+                (future.set_result if ok else future.set_exception)(value)
+        if not worker.killed and worker.process.is_alive():
+            self._idle.append(worker)
         self._dispatch()
+        return True
 
     def _exited(self, worker: _Worker) -> None:
+        worker.process.join(1.0)  # its pipes are closed: it is exiting, if not yet reapable
+        code = worker.process.exitcode
         self._forget(worker)
         if (worker.retired and worker.future is None) or self._broken is not None:
             return
-        code = worker.process.exitcode
         reason = (f"a worker process ended (exit code {code}) with a call in hand"
                   if worker.future is not None else
                   f"a worker process ended (exit code {code})")
-        if self._shutdown or not (worker.served or worker.killed):
+        if self._shutdown or not worker.ready:
             self._break(reason)  # at shutdown, or its set-up failed: as ProcessPoolExecutor
             return
         # one worker gone: the call it held fails, a new worker takes its place
@@ -275,7 +330,11 @@ class PipeExecutor:
         future, worker.future = worker.future, None
         if future is not None and not future.done():
             future.set_exception(BrokenProcessPool(reason))
-        self._spawn()
+        try:
+            self._spawn()
+        except Exception as exc:  # noqa: BLE001 - no new process (no memory, no descriptors)
+            self._break(f"{reason}, and no new one could be started: {exc}")
+            return
         self.replacements += 1
         if self._on_replace is not None:
             self._on_replace(reason)
@@ -283,14 +342,14 @@ class PipeExecutor:
 
     def _break(self, reason: str) -> None:
         """A worker died: every call held or queued fails and the other workers stop."""
-        if self._broken is not None:
-            return
         with self._lock:
+            if self._broken is not None:
+                return
             self._broken = reason
             queued = list(self._queue)
             self._queue.clear()
         error = BrokenProcessPool(f"{reason}; the worker pool is not usable anymore")
-        for worker in self._workers:
+        for worker in list(self._workers):
             future, worker.future = worker.future, None
             if future is not None and not future.done():
                 future.set_exception(error)
@@ -301,34 +360,50 @@ class PipeExecutor:
                 future.set_exception(error)
 
     def _retire_idle(self) -> None:
-        """After shutdown: idle workers with nothing queued are told to stop."""
+        """After shutdown, with nothing queued: the workers that hold no call (idle, or still
+        setting up: they read it once set up) are told to stop."""
         if self._queue:
             return
-        while self._idle:
-            worker = self._idle.popleft()
-            if worker.retired:
-                continue
-            worker.retired = True
-            try:
-                worker.conn.send(None)
-            except (OSError, EOFError):
-                pass
+        self._idle.clear()
+        for worker in self._workers:
+            if worker.future is None and not worker.retired and not worker.conn.closed:
+                worker.retired = True
+                try:
+                    worker.conn.send(None)
+                except (OSError, EOFError):
+                    pass
 
     def _finish(self) -> None:
         """``shutdown(wait=True)`` where no loop callback can run meanwhile: the held and
         queued calls are completed here, then the workers are stopped and joined."""
         while self._broken is None and (self._queue or any(w.future for w in self._workers)):
             self._dispatch()
+            watched = {}
             for worker in self._workers:
-                if worker.future is not None:
-                    if worker.conn.poll(0.05):
-                        self._readable(worker)
-                    elif worker.process.exitcode is not None:
-                        self._exited(worker)
+                if not worker.conn.closed:
+                    watched[worker.conn] = worker
+                watched[worker.process.sentinel] = worker
+            if not watched:
+                break
+            for handle in wait_ready(list(watched), timeout=1.0):
+                worker = watched[handle]
+                if worker not in self._workers:
+                    continue  # gone already, through its other handle
+                if handle is worker.conn and not worker.conn.closed and \
+                        self._readable(worker):
+                    continue
+                _join(worker.process)
+                self._exited(worker)
         self._retire_idle()
-        for worker in self._workers:
+        for worker in list(self._workers):
             _join(worker.process)
             self._forget(worker)
+
+    def _stop_reading(self, conn) -> None:
+        try:
+            self._loop.remove_reader(conn.fileno())
+        except (RuntimeError, AttributeError, ValueError, OSError):  # closed loop or pipe
+            pass
 
     def _forget(self, worker: _Worker) -> None:
         """Stop watching ``worker`` and close its pipe (once)."""
