@@ -37,13 +37,3 @@ class PageLimits:
                      "max_script_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PageLimits.{name} must be >= 1")
-
-    @classmethod
-    def from_settings(cls, settings) -> "PageLimits":
-        """Build from Scrapy settings (``GROWNUP_MAX_PAGE_BYTES``, ``_NODES``, ``_DEPTH``)."""
-        default = cls()
-        return cls(
-            max_bytes=settings.getint("GROWNUP_MAX_PAGE_BYTES", default.max_bytes),
-            max_nodes=settings.getint("GROWNUP_MAX_PAGE_NODES", default.max_nodes),
-            max_depth=settings.getint("GROWNUP_MAX_PAGE_DEPTH", default.max_depth),
-        )
