@@ -252,6 +252,8 @@ def crawl_child(config: dict) -> None:
         "cpu_seconds": {"crawl_process": stats.get("bench/crawl_process_cpu_seconds"),
                         **{key.rsplit("/", 1)[1]: value for key, value in stats.items()
                            if key.startswith("bench/child_cpu_seconds/")}},
+        # the workers' own count: CPU on each page, start-up and waiting left out
+        "worker_cpu_ms_per_page": stats.get("grownup/worker_cpu_ms_per_page"),
     }))
 
 
@@ -295,6 +297,8 @@ def measure_crawl(args) -> dict | None:
         line[f"{name}_responses"] = values[-1]["pages"]  # the pages and the index page
         line[f"{name}_items"] = values[-1]["items"]
         line[f"{name}_cpu_ms_per_page"] = cpu_ms_per_page(values)
+    line["addon_worker_own_cpu_ms_per_page"] = round(statistics.median(
+        r["worker_cpu_ms_per_page"] or 0 for r in runs["addon"]), 2)
     line["ratio_addon_to_scrapy"] = round(line["addon_seconds"] / line["scrapy_seconds"], 2)
     line["addon_dropped"] = runs["addon"][-1]["dropped"]
     # every page an item or a counted drop: what is neither, in each add-on run

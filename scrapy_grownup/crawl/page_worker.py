@@ -39,26 +39,31 @@ from scrapy_grownup.page.limits import PageLimits
 
 class ExtractedPage:
     """A page's article, built in a page worker, and the seconds its two parts took there.
-    ``batch``: where a model server ran its forward pass, that batch's ``(pages, seconds, OOM
-    splits)``; None where the worker ran it."""
+    ``cpu_seconds``: the worker's CPU time on the page (its parse and article, and the forward
+    pass where the worker ran it; not a wait for the model server). ``batch``: where a model
+    server ran its forward pass, that batch's ``(pages, seconds, OOM splits)``; None where the
+    worker ran it."""
 
-    __slots__ = ("article", "parse_seconds", "article_seconds", "num_nodes", "batch")
+    __slots__ = ("article", "article_seconds", "batch", "cpu_seconds", "num_nodes",
+                 "parse_seconds")
 
     def __init__(self, article: Article, parse_seconds: float, article_seconds: float,
-                 num_nodes: int, batch: tuple[int, float, int] | None = None):
+                 num_nodes: int, batch: tuple[int, float, int] | None = None,
+                 cpu_seconds: float = 0.0):
         self.article = article
         self.parse_seconds = parse_seconds
         self.article_seconds = article_seconds
         self.num_nodes = num_nodes
         self.batch = batch
+        self.cpu_seconds = cpu_seconds
 
     def __getstate__(self):
         return (self.article, self.parse_seconds, self.article_seconds, self.num_nodes,
-                self.batch)
+                self.batch, self.cpu_seconds)
 
     def __setstate__(self, state) -> None:
         (self.article, self.parse_seconds, self.article_seconds, self.num_nodes,
-         self.batch) = state
+         self.batch, self.cpu_seconds) = state
 
 
 def extraction_worker(page_timeout: float | None, model: str, device: str | None,
@@ -89,7 +94,7 @@ def extract_in_worker(body: bytes, url: str | None, content_type: str | None,
     guard = time_budget(budget, f"parsing and building its article took longer than "
                                 f"{budget:g} s (GROWNUP_PAGE_TIMEOUT)") \
         if budget and _may_interrupt() else nullcontext()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     with guard:
         page = parse_page(body, url=url, content_type=content_type, limits=limits)
         parsed = time.perf_counter()
@@ -99,7 +104,8 @@ def extract_in_worker(body: bytes, url: str | None, content_type: str | None,
     if isinstance(result, GrownupError):
         raise result
     done = time.perf_counter()
-    return ExtractedPage(result, parsed - start, done - parsed, page.num_nodes)
+    return ExtractedPage(result, parsed - start, done - parsed, page.num_nodes,
+                         cpu_seconds=time.process_time() - start_cpu)
 
 
 def _may_interrupt() -> bool:
@@ -150,14 +156,14 @@ def extract_with_model_server(body: bytes, url: str | None, content_type: str | 
     if options:
         extractor = model_process.extractor_with(extractor, **options)
     budget = _served["page_timeout"] if _may_interrupt() else None
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     with time_budget(budget, f"parsing took longer than {budget:g} s (GROWNUP_PAGE_TIMEOUT)") \
             if budget else nullcontext():
         page = parse_page(body, url=url, content_type=content_type, limits=limits)
         inputs = extractor.page_inputs(page)
-    parsed = time.perf_counter()
+    parsed, parsed_cpu = time.perf_counter(), time.process_time()
     outputs, batch = _served["client"].score(inputs)
-    scored = time.perf_counter()
+    scored, scored_cpu = time.perf_counter(), time.process_time()
     with model_process.article_budget(budget, parsed - start) if budget else nullcontext():
         # the page-type classifier's failure is the page's ModelError, its article's an
         # ArticleError
@@ -166,7 +172,7 @@ def extract_with_model_server(body: bytes, url: str | None, content_type: str | 
     if isinstance(result, GrownupError):
         raise result
     return ExtractedPage(result, parsed - start, time.perf_counter() - scored, page.num_nodes,
-                         batch)
+                         batch, (parsed_cpu - start_cpu) + (time.process_time() - scored_cpu))
 
 
 __all__ = ["ExtractedPage", "extract_in_worker", "extract_with_model_server",

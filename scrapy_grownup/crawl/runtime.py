@@ -72,7 +72,7 @@ class GrownupRuntime:
         self.model = None  # model_server.ModelService, where the workers share one
         self.model_info: dict = {}
         self.in_workers = False  # set at open: whether the page workers hold the whole model
-        self._worker_articles, self._worker_article_ms = 0, 0.0
+        self._worker_articles, self._worker_article_ms, self._worker_cpu_ms = 0, 0.0, 0.0
         # the model server's batches, summed from the pages' shares (pages, seconds, splits)
         self._batches, self._batched_pages, self._model_seconds, self._oom_splits = \
             0.0, 0, 0.0, 0
@@ -229,10 +229,13 @@ class GrownupRuntime:
         model server ran its forward pass, its share of that batch."""
         self._worker_articles += 1
         self._worker_article_ms += 1000.0 * page.article_seconds
+        self._worker_cpu_ms += 1000.0 * page.cpu_seconds
         if self.in_workers:
             self.set_stat("extracted_in_workers", self._worker_articles)
         self.set_stat("article_ms_per_page",
                       round(self._worker_article_ms / self._worker_articles, 2))
+        self.set_stat("worker_cpu_ms_per_page",
+                      round(self._worker_cpu_ms / self._worker_articles, 2))
         if page.batch is None:
             return
         pages, seconds, splits = page.batch

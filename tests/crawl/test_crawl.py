@@ -82,6 +82,7 @@ def test_every_html_page_gives_one_item_or_one_counted_drop(site, tmp_path):
     # process, no batches; each article's time in its worker was measured
     assert stats["grownup/extracted_in_workers"] == stats["grownup/pages_featurized"]
     assert stats["grownup/article_ms_per_page"] > 0
+    assert stats["grownup/worker_cpu_ms_per_page"] > 0
     assert "grownup/batches" not in stats and "grownup/model_restarts" not in stats
 
 
@@ -96,6 +97,7 @@ def test_with_a_model_process_pages_are_batched(site, tmp_path):
     assert stats["grownup/batches"] >= 1
     assert stats["grownup/batch_size_mean"] >= 1
     assert stats["grownup/model_ms_per_page"] > 0
+    assert stats["grownup/worker_cpu_ms_per_page"] > 0  # parse and article, not the wait
     assert "grownup/extracted_in_workers" not in stats
 
 
