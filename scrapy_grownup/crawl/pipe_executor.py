@@ -115,7 +115,8 @@ class _Worker:
 class PipeExecutor:
     """``workers`` processes of ``context`` set up by ``initializer(*initargs)``, started at the
     first ``submit`` from a running asyncio loop, which then drives them (see the module).
-    ``on_replace(reason)`` is called each time a new worker takes a dead one's place."""
+    ``on_replace(reason)`` is called each time a new worker takes the place of one that died
+    on its own (one stopped by ``kill_holder`` is its caller's to count)."""
 
     def __init__(self, workers: int, context=None, initializer: Callable[..., Any] | None = None,
                  initargs: tuple = (), on_replace: Callable[[str], None] | None = None):
@@ -201,7 +202,7 @@ class PipeExecutor:
         # Another thread, the loop running: the loop goes on reading results and lists what
         # is pending and which workers there are; this thread only waits.
         if not wait:
-            loop.call_soon_threadsafe(self._retire_idle)
+            self._on_loop(self._retire_idle, wait=False)
             return
         pending = self._on_loop(lambda: [w.future for w in self._workers if w.future] +
                                 [future for future, _fn, _args in self._queue])
@@ -222,9 +223,9 @@ class PipeExecutor:
             _join(worker.process)
         self._on_loop(lambda: [self._forget(w) for w in workers])
 
-    def _on_loop(self, fn: Callable[[], Any]):
-        """``fn()`` run on the running loop's thread, for a caller on another thread; None
-        when the loop stops before it ran."""
+    def _on_loop(self, fn: Callable[[], Any], wait: bool = True):
+        """``fn()`` run on the running loop's thread, for a caller on another thread (its
+        result, with ``wait``); None when the loop stops (or closes) before it ran."""
         done: Future = Future()
 
         def run() -> None:
@@ -233,7 +234,12 @@ class PipeExecutor:
             except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
                 done.set_exception(exc)
 
-        self._loop.call_soon_threadsafe(run)
+        try:
+            self._loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the loop was closed meanwhile
+            return None
+        if not wait:
+            return None
         while True:
             try:
                 return done.result(timeout=0.5)
@@ -336,7 +342,7 @@ class PipeExecutor:
             self._break(f"{reason}, and no new one could be started: {exc}")
             return
         self.replacements += 1
-        if self._on_replace is not None:
+        if self._on_replace is not None and not worker.killed:
             self._on_replace(reason)
         self._dispatch()
 

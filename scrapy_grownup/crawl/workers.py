@@ -197,7 +197,7 @@ class ProcessPool:
         return self._executor
 
     def _replaced(self, reason: str) -> None:
-        """The executor started a new process in a dead one's place."""
+        """The executor started a new process in the place of one that died on its own."""
         self.restarts += 1
         logger.warning("a %s worker process died (%s); a new one took its place (%d restarts)",
                        self.name, reason, self.restarts)
@@ -324,7 +324,9 @@ class ProcessPool:
             return
         if self.workers:
             if self._executor is not None and self._executor.kill_holder(future):
-                logger.warning("a %s worker was stuck on %s; it was stopped", self.name, what)
+                self.restarts += 1  # counted now: a crawl may close before the new one starts
+                logger.warning("a %s worker was stuck on %s; it was stopped and a new one "
+                               "started (%d restarts)", self.name, what, self.restarts)
             return
         executor, self._executor = self._executor, None
         self._order.pop(generation, None)  # a stuck thread's call never ends: not ahead of any
