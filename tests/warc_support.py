@@ -79,3 +79,28 @@ def hostile_paths(directory: Path, fifo: bool = True) -> Counter:
     if fifo:
         os.mkfifo(directory / "pipe.warc")
     return Counter(reason for name, reason in HOSTILE.items() if fifo or name != "pipe.warc")
+
+
+def dragnet_pages(count: int) -> list[tuple[str, bytes]]:
+    """``count`` Dragnet pages to write synthetic archives from; the test is skipped, naming
+    what to set, where the dataset is not there."""
+    from scrapy_grownup.data.datasets import DatasetNotAvailable
+    from scrapy_grownup.warc.synthetic import dataset_pages
+    from tests.data_support import skip_missing_data
+
+    try:
+        return dataset_pages(count)
+    except DatasetNotAvailable:
+        skip_missing_data("dragnet pages")
+
+
+def warc_fixtures() -> Path:
+    """The folder of real WARC fixture files; the test is skipped where it is not there."""
+    from scrapy_grownup.data.datasets import DatasetNotAvailable
+    from scrapy_grownup.warc.synthetic import fixture_dir
+    from tests.data_support import skip_missing_data
+
+    try:
+        return fixture_dir()
+    except DatasetNotAvailable:
+        skip_missing_data("WARC fixtures")

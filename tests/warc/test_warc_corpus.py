@@ -19,17 +19,15 @@ from scrapy_grownup.warc.manifest import CorpusConfigError
 from scrapy_grownup.warc.settings import WarcSettings
 from scrapy_grownup.warc.shards import ShardBuilder, read_header
 from scrapy_grownup.warc.sources import expand
-from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
+from scrapy_grownup.warc.synthetic import fixture_dir, write_warc
 from scrapy_grownup.warc.writer import CorpusWriter
 from tests.data_support import skip_missing_data
+from tests.warc_support import dragnet_pages
 
 
 @pytest.fixture(scope="module")
 def pages() -> list[tuple[str, bytes]]:
-    try:
-        return dataset_pages(9)
-    except DatasetNotAvailable:
-        skip_missing_data("dragnet pages")
+    return dragnet_pages(9)
 
 
 def settings(**changes) -> WarcSettings:

@@ -15,28 +15,21 @@ from pathlib import Path
 import pytest
 
 from scrapy_grownup.cli.main import main
-from scrapy_grownup.data.datasets import DatasetNotAvailable
-from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
-from tests.warc_support import HOSTILE, damaged_copies, hostile_paths, served_folder
-from tests.data_support import skip_missing_data
+from scrapy_grownup.warc.synthetic import write_warc
+from tests.warc_support import (HOSTILE, damaged_copies, dragnet_pages, hostile_paths,
+                                served_folder, warc_fixtures)
 
 PAGES = 20
 
 
 @pytest.fixture(scope="module")
 def pages() -> list[tuple[str, bytes]]:
-    try:
-        return dataset_pages(PAGES)
-    except DatasetNotAvailable:
-        skip_missing_data("dragnet pages")
+    return dragnet_pages(PAGES)
 
 
 @pytest.fixture(scope="module")
 def fixtures() -> Path:
-    try:
-        return fixture_dir()
-    except DatasetNotAvailable:
-        skip_missing_data("WARC fixtures")
+    return warc_fixtures()
 
 
 def _urls(n: int) -> list[str]:

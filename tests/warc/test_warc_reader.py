@@ -10,28 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_grownup.data.datasets import DatasetNotAvailable
 from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source, expand, source_for, split_specs
-from scrapy_grownup.warc.synthetic import dataset_pages, fixture_dir, write_warc
-from tests.warc_support import HOSTILE, PAGE, hostile_paths, response_record, served_folder
-from tests.data_support import skip_missing_data
+from scrapy_grownup.warc.synthetic import write_warc
+from tests.warc_support import (HOSTILE, PAGE, dragnet_pages, hostile_paths, response_record,
+                                served_folder, warc_fixtures)
 
 
 @pytest.fixture(scope="module")
 def fixtures() -> Path:
-    try:
-        return fixture_dir()
-    except DatasetNotAvailable:
-        skip_missing_data("WARC fixtures")
+    return warc_fixtures()
 
 
 @pytest.fixture(scope="module")
 def pages() -> list[tuple[str, bytes]]:
-    try:
-        return dataset_pages(6)
-    except DatasetNotAvailable:
-        skip_missing_data("dragnet pages")
+    return dragnet_pages(6)
 
 
 def read(path, **kwargs) -> tuple[Counter, RecordReader, list[Candidate]]:

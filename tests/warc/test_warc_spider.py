@@ -18,7 +18,7 @@ from scrapy_grownup.warc.reader import Candidate, RecordReader
 from scrapy_grownup.warc.sources import Source
 from scrapy_grownup.warc.synthetic import dataset_pages, write_warc
 from tests.crawl_support import child_env
-from tests.warc_support import response_record
+from tests.warc_support import dragnet_pages, response_record
 from tests.data_support import skip_missing_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,10 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def pages() -> list[tuple[str, bytes]]:
-    try:
-        return dataset_pages(6)
-    except DatasetNotAvailable:
-        skip_missing_data("dragnet pages")
+    return dragnet_pages(6)
 
 
 def grownup(*args, cwd=None, timeout=180) -> subprocess.CompletedProcess:
