@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -141,11 +142,10 @@ def wait_for_items(tmp_path: Path, process: subprocess.Popen, timeout: float = 1
     assert process.poll() is None, process.communicate()[0][-3000:]
 
 
-@linux_only
-@pytest.mark.slow
-def test_ctrl_c_to_the_process_group_stops_the_crawl_cleanly(tmp_path):
-    """SIGINT to the crawl, its workers and its model process at once, as Ctrl-C in a
-    terminal does: the crawl flushes, writes its stats and exits; no page is uncounted."""
+@contextmanager
+def crawl_under_way(tmp_path: Path):
+    """A crawl (its own process group) of a 40-story site served slowly, once it has written
+    items; after the block, whatever is left of the group is killed and the server stopped."""
     root = tmp_path / "site"
     write_test_site(root, stories=40)
     server, base = serve_slowly(root, delay=0.3)
@@ -153,42 +153,40 @@ def test_ctrl_c_to_the_process_group_stops_the_crawl_cleanly(tmp_path):
         process = start_crawl(tmp_path, f"{base}/index.html")
         try:
             wait_for_items(tmp_path, process)
-            members = group_members(process.pid)
-            assert len(members) >= 3  # the crawl, a worker, the model process (+ tracker)
-            os.killpg(process.pid, signal.SIGINT)
-            output, _ = process.communicate(timeout=120)
+            yield process
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+            for pid in group_members(process.pid):
+                os.kill(pid, signal.SIGKILL)
     finally:
         server.shutdown()
-    assert process.returncode == 0, output[-4000:]
+
+
+@linux_only
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_stops_the_crawl_cleanly(tmp_path):
+    """SIGINT to the crawl, its workers and its model process at once, as Ctrl-C in a
+    terminal does: the crawl flushes, writes its stats and exits; no page is uncounted."""
+    with crawl_under_way(tmp_path) as process:
+        members = group_members(process.pid)
+        assert len(members) >= 3  # the crawl, a worker, the model process (+ tracker)
+        os.killpg(process.pid, signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+        assert process.returncode == 0, output[-4000:]
+        assert wait_until(lambda: not group_members(process.pid), 15)
     assert "KeyboardInterrupt" not in output
     stats, items = read_results(tmp_path / "items.jsonl", tmp_path / "stats.json")
     assert stats["finish_reason"] == "shutdown"
     dropped = sum(v for k, v in stats.items() if k.startswith("grownup/dropped/"))
     assert stats["grownup/claimed"] == stats.get("grownup/items", 0) + dropped
     assert len(items) == stats.get("grownup/items", 0)
-    assert wait_until(lambda: not group_members(process.pid), 15)
 
 
 @linux_only
 @pytest.mark.slow
 def test_kill_9_of_the_crawl_leaves_no_process_behind(tmp_path):
-    root = tmp_path / "site"
-    write_test_site(root, stories=40)
-    server, base = serve_slowly(root, delay=0.3)
-    try:
-        process = start_crawl(tmp_path, f"{base}/index.html")
-        try:
-            wait_for_items(tmp_path, process)
-            assert len(group_members(process.pid)) >= 3
-            process.kill()
-            process.communicate(timeout=30)
-            assert wait_until(lambda: not group_members(process.pid), 15), \
-                group_members(process.pid)
-        finally:
-            for pid in group_members(process.pid):
-                os.kill(pid, signal.SIGKILL)
-    finally:
-        server.shutdown()
+    with crawl_under_way(tmp_path) as process:
+        assert len(group_members(process.pid)) >= 3
+        process.kill()
+        process.communicate(timeout=30)
+        assert wait_until(lambda: not group_members(process.pid), 15), \
+            group_members(process.pid)
