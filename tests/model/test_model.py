@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -645,6 +646,20 @@ def test_save_load_round_trip(tmp_path):
         torch.testing.assert_close(half(batch).node_logits, ref.node_logits, atol=2e-2, rtol=2e-2)
 
 
+def edited_copy(source: Path, target: Path, config: dict | None = None, **top) -> Path:
+    """A copy of the model directory ``source`` at ``target``, its ``config.json``'s model
+    config updated by ``config`` and its top-level entries by ``top``."""
+    target.mkdir()
+    for f in source.iterdir():
+        (target / f.name).write_bytes(f.read_bytes())
+    if config or top:
+        doc = json.loads((target / "config.json").read_text())
+        doc["config"].update(config or {})
+        doc.update(top)
+        (target / "config.json").write_text(json.dumps(doc))
+    return target
+
+
 def test_save_load_round_trip_with_page_type_and_role_heads(tmp_path):
     model = tiny_model(num_page_types=7, num_roles=6, page_type_names=list("abcdefg"),
                        role_names=["n", "h", "m", "s", "r", "c"]).eval()
@@ -665,14 +680,7 @@ def test_save_load_round_trip_with_page_type_and_role_heads(tmp_path):
 
     # weights and config.json that disagree about the heads are refused, saying why
     def with_config(name, **changes):
-        target = tmp_path / name
-        target.mkdir()
-        for f in (tmp_path / "m").iterdir():
-            (target / f.name).write_bytes(f.read_bytes())
-        edited = json.loads((target / "config.json").read_text())
-        edited["config"].update(changes)
-        (target / "config.json").write_text(json.dumps(edited))
-        return target
+        return edited_copy(tmp_path / "m", tmp_path / name, changes)
 
     with pytest.raises(ModelLoadError, match="unexpected tensors.*genre_head"):
         GrownUpModel.from_pretrained(with_config("nogenre", num_genres=0, genre_names=[]))
@@ -696,42 +704,24 @@ def test_load_errors(tmp_path):
     model.save_pretrained(good)
 
     def copy(name):
-        target = tmp_path / name
-        target.mkdir()
-        for f in good.iterdir():
-            (target / f.name).write_bytes(f.read_bytes())
-        return target
+        return edited_copy(good, tmp_path / name)
 
     with pytest.raises(ModelLoadError, match="missing"):
         GrownUpModel.from_pretrained(tmp_path / "nowhere")
 
-    d = copy("wrong_shape")  # a config that builds a different model than the weights
-    doc = json.loads((d / "config.json").read_text())
-    doc["config"]["hidden_size"] = 32
-    (d / "config.json").write_text(json.dumps(doc))
+    # a config that builds a different model than the weights
     with pytest.raises(ModelLoadError, match="wrong shapes"):
-        GrownUpModel.from_pretrained(d)
-
-    d = copy("more_layers")
-    doc = json.loads((d / "config.json").read_text())
-    doc["config"]["num_layers"] = 3
-    (d / "config.json").write_text(json.dumps(doc))
+        GrownUpModel.from_pretrained(edited_copy(good, tmp_path / "wrong_shape",
+                                                 {"hidden_size": 32}))
     with pytest.raises(ModelLoadError, match="missing tensors"):
-        GrownUpModel.from_pretrained(d)
-
-    d = copy("version")
-    doc = json.loads((d / "config.json").read_text())
-    doc["format_version"] = 99
-    (d / "config.json").write_text(json.dumps(doc))
+        GrownUpModel.from_pretrained(edited_copy(good, tmp_path / "more_layers",
+                                                 {"num_layers": 3}))
     with pytest.raises(ModelLoadError, match="format_version"):
-        GrownUpModel.from_pretrained(d)
-
-    d = copy("bad_config")
-    doc = json.loads((d / "config.json").read_text())
-    doc["config"]["readout"] = "sideways"
-    (d / "config.json").write_text(json.dumps(doc))
+        GrownUpModel.from_pretrained(edited_copy(good, tmp_path / "version",
+                                                 format_version=99))
     with pytest.raises(ModelLoadError, match="readout"):
-        GrownUpModel.from_pretrained(d)
+        GrownUpModel.from_pretrained(edited_copy(good, tmp_path / "bad_config",
+                                                 {"readout": "sideways"}))
 
     d = copy("not_json")
     (d / "config.json").write_text("{not json")
