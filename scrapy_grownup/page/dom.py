@@ -432,6 +432,8 @@ def _tag_info(raw_tag) -> tuple | None:
             tag_hiding(raw_tag.rsplit("}", 1)[-1].lower()))
 
 
+_GET = etree._Element.get  # unbound: no bound method made per element
+
 # Attributes only a few elements carry: one ``keys()`` call tells whether to read any of them.
 _RARE_ATTRIBUTES = frozenset({"role", "aria-modal", "itemprop", HIDDEN_MARK, *HIDING_ATTRIBUTES})
 
@@ -460,15 +462,15 @@ def _page_text(el) -> str:
 
 
 def _node_attrs(el, tag: str, kept: tuple[str, ...] | None, rare: bool, hidden: bool,
-                max_attr: int) -> tuple[dict[str, str], bool]:
+                max_attr: int, names: list[str]) -> tuple[dict[str, str], bool]:
     """``PageStructure.attrs`` of one node (empty when it has none of them) and whether a
     value was cut. ``kept``: its tag's ``KEPT_ATTRIBUTES``; ``rare``: it has one of
-    ``_RARE_ATTRIBUTES``; ``hidden``: it is judged hidden."""
+    ``_RARE_ATTRIBUTES``; ``hidden``: it is judged hidden; ``names``: its ``keys()``."""
     values: dict[str, str] = {}
     cut = False
     get = el.get
     for name in kept or ():
-        value = get(name)
+        value = get(name) if name in names else None  # most of an <img>'s are absent
         if value:
             if len(value) > max_attr:
                 if tag == "img":  # a data: URI image; not read, so nothing is cut
@@ -512,14 +514,23 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
     The loop does the least per element: child positions and counts come from the parent
     array afterwards, and the attributes few elements carry are read only where ``keys()``
     names one."""
-    # One tuple per node: (tag, tag id, parent, depth, font, class, id).
-    nodes: list[tuple] = []
-    # One tuple per text run: (owner, separator before it, raw text, nodes opened before it).
-    segs: list[tuple[int, int, str, int]] = []
+    # Per node, one list each (no tuple per node: fewer objects for the cyclic GC to track)
+    tags: list[str] = []
+    tag_ids: list[int] = []
+    parents: list[int] = []
+    depths: list[int] = []
+    fonts: list[tuple[int, int, int]] = []
+    raw_class: list[str | None] = []
+    raw_id: list[str | None] = []
+    # Per text run: its owner, the separator before it, its raw text, the nodes opened before it.
+    seg_owner: list[int] = []
+    seg_sep: list[int] = []
+    seg_raw: list[str] = []
+    seg_pos: list[int] = []
     folded_into: list[int] = []  # the parent of each element the caps left out
     attrs: dict[int, dict[str, str]] = {}
     raw_text: dict[int, str] = {}
-    tag_info, font_of, rare_names = _tag_info, _font_features, _RARE_ATTRIBUTES
+    tag_info, font_of, rare_names, get = _tag_info, _font_features, _RARE_ATTRIBUTES, _GET
     title = ""
     max_nodes, max_depth = limits.max_nodes, limits.max_depth
     max_attr = limits.max_attribute_chars
@@ -535,7 +546,10 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
         nonlocal sep
         if sep == SEP_NONE and raw[0].isspace():
             sep = SEP_SPACE
-        segs.append((owner, sep, raw, opened))
+        seg_owner.append(owner)
+        seg_sep.append(sep)
+        seg_raw.append(raw)
+        seg_pos.append(opened)
         sep = SEP_SPACE if raw[-1].isspace() else SEP_NONE
 
     # Per open element: (node index, or -1 when folded or not an element; block element, or
@@ -557,7 +571,7 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
                     if sep == SEP_NONE:
                         sep = SEP_SPACE
                 else:
-                    emit(open_nodes[-1][0], tail, len(nodes))
+                    emit(open_nodes[-1][0], tail, len(tags))
             continue
         info = tag_info(el.tag)
         if info is None:
@@ -567,7 +581,7 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
         tag, tag_id, block, has_text, kept, plain_font, hiding = info
         dep = len(open_nodes)
         par = open_nodes[-1][0] if dep else -1
-        idx = len(nodes)
+        idx = len(tags)
         if dep >= max_depth or idx >= max_nodes:
             _flag(truncated, "depth" if dep >= max_depth else "nodes")
             folded_into.append(par)
@@ -584,14 +598,20 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
             open_nodes.append((-1, block))
             walker.skip_subtree()
             continue
-        get = el.get
+        # an absent attribute is read only from the names (``get`` still costs a call), and
+        # ``keys()`` lists the no-namespace ones by their plain name, as ``get`` finds them
         names = el.keys()
-        rare = not rare_names.isdisjoint(names)
-        style, cls, eid = get("style"), get("class"), get("id")
+        if names:
+            rare = not rare_names.isdisjoint(names)
+            style = get(el, "style") if "style" in names else None
+            cls = get(el, "class") if "class" in names else None
+            eid = get(el, "id") if "id" in names else None
+        else:
+            rare, style, cls, eid = False, None, None, None
         hidden = False
         if judge_hidden and hiding != TAG_NEVER:  # judged on the whole style, before a cut
             if rare or hiding != TAG_ATTRIBUTES:
-                hidden = hidden_by(hiding, get, style)
+                hidden = hidden_by(hiding, el.get, style)
             elif style:
                 hidden = style_hides(style)
         if (style and len(style) > max_attr) or (cls and len(cls) > max_attr) or \
@@ -600,13 +620,19 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
                 eid and eid[:max_attr]
             cut_attr = True
         if style or tag == "font":
-            size = get("size") if tag == "font" else None
+            size = get(el, "size") if tag == "font" else None
             font = font_of(tag, style, size and size[:max_attr])
         else:
             font = plain_font
-        nodes.append((tag, tag_id, par, dep, font, cls, eid))
+        tags.append(tag)
+        tag_ids.append(tag_id)
+        parents.append(par)
+        depths.append(dep)
+        fonts.append(font)
+        raw_class.append(cls)
+        raw_id.append(eid)
         if kept is not None or rare or hidden:
-            values, cut = _node_attrs(el, tag, kept, rare, hidden, max_attr)
+            values, cut = _node_attrs(el, tag, kept, rare, hidden, max_attr, names)
             if values:
                 attrs[idx] = values
             cut_attr = cut_attr or cut
@@ -627,13 +653,12 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
                 else:
                     emit(idx, text, idx + 1)
         open_nodes.append((idx, block))
-    if not nodes:
+    if not tags:
         raise EmptyPageError("no element in the document")
     if cut_attr:
         _flag(truncated, "attribute")
-    n = len(nodes)
-    tags, tag_ids, parent, depth, font, raw_class, raw_id = zip(*nodes)
-    parent = np.array(parent, dtype=np.int32)
+    n = len(tags)
+    parent = np.array(parents, dtype=np.int32)
     # Children counts include the elements the caps left out. A node's siblings are nodes in
     # document order: its position among them is its rank in its parent's group.
     num_children = np.bincount(parent[1:], minlength=n)
@@ -643,22 +668,21 @@ def _walk(root, limits: PageLimits, truncated: list[str], judge_hidden: bool = F
     grouped = parent[order]
     child_index = np.empty(n, dtype=np.int32)
     child_index[order] = np.arange(n) - np.searchsorted(grouped, grouped)
-    seg_owner, seg_sep, seg_raw, seg_pos = zip(*segs) if segs else ((), (), (), ())
     seg_sep = np.array(seg_sep, dtype=np.int8)
-    if segs:
+    if seg_raw:
         seg_sep[0] = SEP_BLOCK  # the first run starts the text
     # class and id values repeat: each distinct one is split once
     words = {value: attribute_words(value) for value in {*raw_class, *raw_id}}
     return PageStructure(
         url=None,
         encoding="",
-        tags=list(tags),
+        tags=tags,
         parent=parent,
-        depth=np.array(depth, dtype=np.int32),
+        depth=np.array(depths, dtype=np.int32),
         tag_ids=np.array(tag_ids, dtype=np.int16),
         child_index=child_index,
         num_children=num_children.astype(np.int32),
-        font=np.fromiter(chain.from_iterable(font), dtype=np.int8, count=3 * n).reshape(n, 3),
+        font=np.fromiter(chain.from_iterable(fonts), dtype=np.int8, count=3 * n).reshape(n, 3),
         class_words=list(map(words.__getitem__, raw_class)),
         id_words=list(map(words.__getitem__, raw_id)),
         seg_owner=np.array(seg_owner, dtype=np.int32),
