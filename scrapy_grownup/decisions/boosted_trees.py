@@ -41,14 +41,18 @@ class BoostedTrees:
         # [trees, outputs] one-hot: a matrix product sums each output's leaves
         self._columns = np.zeros((len(self.roots), len(self.bias)))
         self._columns[np.arange(len(self.roots)), self.output] = 1.0
-        # node 2i + 1 goes right: one gather per level picks the next node
-        self._children = np.stack([self.left, self.right], axis=1).ravel()
         # For float32 rows: each threshold rounded down to a float32, so that a float32 value
         # is at most it exactly when it is at most the float64 threshold.
         threshold32 = self.threshold.astype(np.float32)
         above = threshold32.astype(np.float64) > self.threshold
         threshold32[above] = np.nextafter(threshold32[above], np.float32(-np.inf))
-        self._threshold32 = threshold32
+        # ``raw`` walks node i as 2i: slot 2i holds node i's feature and threshold, and
+        # ``_next[2i + (value <= threshold)]`` its right (2i) or left (2i + 1) child, as 2j.
+        self._feature2 = np.repeat(self.feature, 2)
+        self._threshold2 = np.repeat(self.threshold, 2)
+        self._threshold2_32 = np.repeat(threshold32, 2)
+        self._next = 2 * np.stack([self.right, self.left], axis=1).ravel()
+        self._value2 = np.repeat(self.value, 2)
 
     @classmethod
     def from_sklearn(cls, model) -> "BoostedTrees":
@@ -88,7 +92,7 @@ class BoostedTrees:
         """``[rows, outputs]`` raw scores (log-odds, or softmax logits) of the rows of ``X``."""
         X = np.asarray(X)
         # float32 rows (the rescorer's) are compared in float32, to the rounded thresholds
-        threshold = self._threshold32 if X.dtype == np.float32 else self.threshold
+        threshold = self._threshold2_32 if X.dtype == np.float32 else self._threshold2
         if X.dtype != np.float32:
             X = X.astype(np.float64, copy=False)
         if not len(X):
@@ -96,12 +100,12 @@ class BoostedTrees:
         rows, width = X.shape
         flat = X.ravel()
         row = (np.arange(rows) * width)[:, None]  # flat indexing: 2x a 2-D gather
-        node = np.tile(self.roots, (rows, 1))
-        feature, children = self.feature, self._children
+        node = np.tile(2 * self.roots, (rows, 1))  # each node i as 2i (``__init__``)
+        feature, following = self._feature2, self._next
         for _ in range(self.depth):
-            go_right = ~(flat.take(row + feature.take(node)) <= threshold.take(node))
-            node = children.take(2 * node + go_right)
-        leaves = self.value.take(node)
+            node = following.take(node + (flat.take(row + feature.take(node))
+                                          <= threshold.take(node)))
+        leaves = self._value2.take(node)
         if self.num_outputs == 1:
             return self.bias + leaves.sum(axis=1, keepdims=True)
         return self.bias + leaves @ self._columns

@@ -583,8 +583,12 @@ def screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None = N
 
 def _screen_reader_nodes(page: PageStructure, levels: list[np.ndarray] | None) -> np.ndarray:
     classes = page.class_words
-    # a page repeats a few class lists many times: each distinct one is searched once
-    hits = {words for words in set(classes) if words and _SCREEN_READER_CLASS.search(words)}
+    # a page repeats a few class lists many times: each distinct one is searched once, and
+    # only where it holds a word of those names ("sr", "hid"den or "hide", "screen",
+    # "assistive", "invisible": most hold none)
+    hits = {words for words in set(classes)
+            if ("sr" in words or "hid" in words or "screen" in words or "assistive" in words
+                or "invisible" in words) and _SCREEN_READER_CLASS.search(words)}
     if not hits:
         return np.zeros(page.num_nodes, dtype=bool)
     return _with_descendants(page, np.fromiter((words in hits for words in classes),

@@ -19,6 +19,7 @@ iterations step down together (``boosted_trees``).
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -84,8 +85,13 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     levels = page_memo.levels(page)
     parent = page_memo.parent64(page)
     block = page_blocks(page)
-    owned_block = block[owners]
-    roots = np.unique(owned_block)
+    owned = np.flatnonzero(owners)
+    owned_block = block[owned]
+    # the text-owning nodes by block, in document order within each
+    by_block = np.argsort(owned_block, kind="stable")
+    grouped = owned_block[by_block]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    roots = grouped[starts]
     m = len(roots)
     chars = np.bincount(owned_block, weights=lengths[owners], minlength=n)[roots]
     means = block_means(page, probs, block, lengths)
@@ -125,13 +131,11 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
         inside = ((roots >= first) & (roots < stop)).astype(np.float64)
         container_depth = (page.depth[roots] - page.depth[first]) / 10
     texts = page.node_text
-    runs: dict[int, list[str]] = {}
-    for i in np.flatnonzero(owners).tolist():
-        runs.setdefault(int(block[i]), []).append(texts[i])
-    keys = [" ".join(runs[r]).casefold() for r in roots.tolist()]
-    counts = Counter(keys)
-    repeats = np.fromiter((counts[k] for k in keys), dtype=np.float64, count=m)
-    words = np.fromiter((k.count(" ") + 1 for k in keys), dtype=np.float64, count=m)
+    texts = [texts[i] for i in owned[by_block].tolist()]
+    bounds = starts.tolist() + [len(texts)]
+    keys = [" ".join(texts[a:b]).casefold() for a, b in pairwise(bounds)]
+    repeats = np.array(list(map(Counter(keys).__getitem__, keys)), dtype=np.float64)
+    words = np.array([k.count(" ") for k in keys], dtype=np.float64) + 1
     if layout is None:
         layout = page.layout
     tag = np.zeros((m, len(TAGS) + 1), np.float32)

@@ -48,7 +48,7 @@ class Metadata:
 
 def extract_metadata(page: PageStructure, keep=None) -> Metadata:
     """Metadata of ``page``; ``keep`` (the content node mask) locates the headline node."""
-    ld = _LinkedData(json_ld_objects(page))
+    ld = linked_data(page)
     site = site_name(page, ld)
     head = headline_node(page, keep)
     return Metadata(
@@ -190,6 +190,14 @@ class _LinkedData:
         return None
 
 
+def linked_data(page: PageStructure) -> _LinkedData:
+    """The page's ``_LinkedData``, parsed once per page (``page_memo``: the extractor's
+    decisions read the authors before the metadata does); shared, not to be changed."""
+    from scrapy_grownup.decisions import page_memo
+
+    return page_memo.memo(page, "linked_data", lambda: _LinkedData(json_ld_objects(page)))
+
+
 def _text_value(value) -> str:
     """A JSON-LD value as text: strings, ``{"name"}``/``{"@value"}`` objects, first of lists."""
     if isinstance(value, list):
@@ -214,7 +222,7 @@ def title(page: PageStructure, keep=None, ld: _LinkedData | None = None,
     ``twitter:title``, ``dc.title``, ``<title>`` without a part that names the site, then the
     headline node alone.
     """
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     node = headline_node(page, keep) if head == "find" else head
     heading = node_full_text(page, node) if node is not None else ""
     headline = _text_value(ld.field("headline", objects=(ld.article,))) if ld.article else ""
@@ -502,7 +510,7 @@ def authors(page: PageStructure, ld: _LinkedData | None = None, keep=None) -> li
     ``site_name``), not a byline. (A name equal to the site name stays: on a personal blog or
     a company blog without bylines it is the author the page gives, and the gold agrees.)
     """
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     for source in (lambda: _ld_authors(ld), lambda: _meta_authors(page),
                    lambda: _markup_authors(page, keep)):
         found = source()
@@ -741,7 +749,7 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
 
     The date first published, not the last update (pages often show only "Updated ...").
     """
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     head = headline_node(page, keep) if head == "find" else head
     other_meta = [v for k, v in page.meta.items() if k not in PUBLISHED_META
                   and _PUBLISHED_KEY.search(k) and not _UPDATED.search(k)]
@@ -842,7 +850,7 @@ def language(page: PageStructure, ld: _LinkedData | None = None, keep=None,
     detected one (at ``DETECTED_MIN_PROBABILITY``), and a declared one the text plainly
     contradicts (``OVERRIDE_*``, not a close language) gives way to the detected one.
     ``detect=False``: the declared language alone."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     declared = None
     for value in (page.lang, page.meta.get("content-language"), page.meta.get("dc.language"),
                   page.meta.get("og:locale"), _text_value(ld.field("inLanguage"))):
@@ -852,8 +860,8 @@ def language(page: PageStructure, ld: _LinkedData | None = None, keep=None,
     if not detect:
         return declared
     sample = _text_sample(page, keep)
-    if not sample:
-        return declared
+    if not sample or declared is not None and len(sample) < OVERRIDE_MIN_CHARS:
+        return declared  # (too short a text to override a declared language)
     found, probability = detect_language(sample)
     if not found:
         return declared
@@ -950,7 +958,7 @@ def _base_url(page: PageStructure) -> str | None:
 
 def canonical_url(page: PageStructure, ld: _LinkedData | None = None) -> str | None:
     """``<link rel=canonical>``, else ``og:url``, else the JSON-LD ``url``; absolute."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     candidates = [values.get("href") for i, values in sorted(page.attrs.items())
                   if page.tags[i] == "link"
                   and "canonical" in values.get("rel", "").lower().split()]
@@ -971,7 +979,7 @@ def canonical_url(page: PageStructure, ld: _LinkedData | None = None) -> str | N
 
 def site_name(page: PageStructure, ld: _LinkedData | None = None) -> str | None:
     """``og:site_name``, else the JSON-LD publisher or web site name, else ``application-name``."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     publisher = ld.resolve(ld.field("publisher")) if ld.objects else None
     for value in (page.meta.get("og:site_name"), _text_value(publisher),
                   _text_value(ld.website.get("name")) if ld.website else "",
@@ -997,7 +1005,7 @@ def description(page: PageStructure, ld: _LinkedData | None = None) -> str | Non
     the web page's); entities decoded, tags and extra whitespace dropped. (``og:description``
     first: on the fundus pages it matches the publisher's lead more often than JSON-LD's,
     72.6% against 66.7%, see docs/research/metadata.md.)"""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     for value in (*(page.meta.get(k) for k in DESCRIPTION_META), ld.field("description")):
         if isinstance(value, list):
             value = next((v for v in value if isinstance(v, str) and v.strip()), None)
@@ -1024,7 +1032,7 @@ def main_image(page: PageStructure, ld: _LinkedData | None = None) -> str | None
     page names none (the extractor then takes the first content image)."""
     from scrapy_grownup.output.images import safe_url
 
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     base = base_url(page)
     candidates: list = [page.meta.get(k) for k in IMAGE_META]
     candidates.append(ld.field("image", "thumbnailUrl"))
@@ -1073,7 +1081,7 @@ def date_modified(page: PageStructure, ld: _LinkedData | None = None) -> str | N
     ``dateModified``, meta tags (``article:modified_time``, ``og:updated_time``...), microdata
     ``dateModified``. ``None`` where the page declares none (a visible "Updated ..." line is
     not read)."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     other_meta = [v for k, v in page.meta.items()
                   if k not in MODIFIED_META and _MODIFIED_KEY.search(k)]
     found = _first_date((ld.field("dateModified"), *(page.meta.get(k) for k in MODIFIED_META),
@@ -1104,7 +1112,7 @@ def tags(page: PageStructure, ld: _LinkedData | None = None) -> list[str]:
     per tag), JSON-LD ``keywords`` (a list, or one comma-separated string), ``parsely-tags``,
     ``news_keywords``, the ``keywords`` meta tag, links marked ``rel="tag"``. In order, each
     once (case aside); key-value pairs ("locale: US"), identifiers and prose are left out."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     sources = [(page.meta.get("article:tag"), True), (page.meta.get("og:article:tag"), True),
                (ld.field("keywords", objects=(ld.article,)) if ld.article else None, False),
                *((page.meta.get(k), True) for k in TAG_META[2:]),
@@ -1121,7 +1129,7 @@ def categories(page: PageStructure, ld: _LinkedData | None = None) -> list[str]:
     """The page's declared sections: ``article:section``, JSON-LD ``articleSection``,
     microdata ``articleSection``, ``parsely-section``, a ``category`` meta tag, links marked
     ``rel="category"``; the first source that has any."""
-    ld = ld or _LinkedData(json_ld_objects(page))
+    ld = ld or linked_data(page)
     sources = [(page.meta.get("article:section"), True),
                (page.meta.get("og:article:section"), True), (ld.field("articleSection"), False),
                *((page.meta.get(k), True) for k in CATEGORY_META[2:]),

@@ -56,3 +56,47 @@ def test_partial_copy_is_rewritten(tmp_path, monkeypatch, reference):
     assert isinstance(identifier.nb_ptc, np.memmap)
     assert (folder / "ptc.npy").is_file()
     assert identifier.rank(TEXTS[0]) == reference.rank(TEXTS[0])
+
+
+def _page_samples(count: int) -> list[str]:
+    """The language samples ``metadata.language`` gives py3langid, from real pages of several
+    languages (Dragnet English, fundus German and others, wcxb_dev's many)."""
+    from scrapy_grownup.data.datasets import DatasetNotAvailable, load
+    from scrapy_grownup.output.metadata import _text_sample
+    from scrapy_grownup.page.dom import parse_page
+    from tests.data_support import skip_missing_data
+
+    samples = []
+    for name, split in (("dragnet", "test"), ("fundus", None), ("wcxb_dev", None)):
+        try:
+            records = list(load(name, split=split, limit=count))
+        except DatasetNotAvailable:
+            skip_missing_data(f"{name} pages")
+        samples += [_text_sample(parse_page(r.html, url=r.url)) for r in records]
+    return samples
+
+
+def test_numpy_scores_are_py3langids_own_on_real_pages(reference):
+    """``Identifier`` counts the automaton's features in numpy: every score, not only the
+    answer, must be py3langid's, on real texts, bytes, after ``set_languages``, and where the
+    walk does not settle (then py3langid's own loop runs)."""
+    identifier = language_model.load_identifier()
+    assert isinstance(identifier, language_model.Identifier)
+    texts = _page_samples(40) + TEXTS + ["a", "ab", "\x00\xff", "é" * 300]
+    for text in texts:
+        assert np.array_equal(identifier._raw_score(text.encode()),
+                              reference._raw_score(text.encode())), text[:60]
+        assert identifier.rank(text) == reference.rank(text)
+    for langs in (["en", "de", "fr"], ["zh", "ja"]):
+        identifier.set_languages(langs)
+        reference.set_languages(langs)
+        for text in texts[::7]:
+            assert identifier.classify(text) == reference.classify(text)
+
+
+def test_unsettled_walk_falls_back_to_py3langid(monkeypatch, reference):
+    identifier = language_model.load_identifier()
+    monkeypatch.setattr(language_model, "MAX_PASSES", 1)  # no walk settles in one pass
+    text = TEXTS[1].encode()
+    assert identifier._feature_counts(text) is None
+    assert np.array_equal(identifier._raw_score(text), reference._raw_score(text))
