@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from functools import cached_property
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import Sequence
 
@@ -30,7 +32,7 @@ from scrapy_grownup.decisions.boosted_trees import BoostedTrees
 from scrapy_grownup.graph.signals import SIGNAL_VERSION, url_tokens
 
 __all__ = ["PAGE_TYPE_FILE", "RELIABLE_SCORE", "PageTypeClassifier", "TfidfVocabulary",
-           "page_text", "page_words", "reliable_page_type", "url_words"]
+           "page_text", "page_unigrams", "page_words", "reliable_page_type", "url_words"]
 
 PAGE_TYPE_FILE = "page_type.npz"
 PAGE_TYPE_VERSION = "1"  # the vectoriser: PAGE_CHARS, terms, idf
@@ -63,8 +65,13 @@ def page_words(text: str) -> list[str]:
     """Lower-cased word 1- and 2-grams of a page's text (words of two characters or more),
     its first ``PAGE_CHARS`` characters: what kind of page it is shows early, and the time
     stays bounded on long pages."""
-    words = _WORD.findall(text[:PAGE_CHARS].lower())
+    words = page_unigrams(text)
     return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+
+
+def page_unigrams(text: str) -> list[str]:
+    """The word 1-grams of ``page_words``, in order (its 2-grams are their adjacent pairs)."""
+    return _WORD.findall(text[:PAGE_CHARS].lower())
 
 
 def url_words(url: str, og_type: str | None = None) -> list[str]:
@@ -101,10 +108,24 @@ class TfidfVocabulary:
     def __len__(self) -> int:
         return len(self.terms)
 
+    @cached_property
+    def pairs(self) -> dict[tuple[str, str], int]:
+        """The 2-gram terms (``"a b"``) by their word pair: ``("a", "b") -> column``."""
+        return {tuple(term.split(" ")): k for k, term in enumerate(self.terms)
+                if term.count(" ") == 1}
+
     def vector(self, document: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(columns, values)``: one document's non-zero entries."""
-        find = self.index.get
-        found = [k for k in map(find, document) if k is not None]
+        return self._vector([k for k in map(self.index.get, document) if k is not None])
+
+    def ngram_vector(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``vector`` of ``words`` and their adjacent pairs as 2-grams (``page_words`` of
+        ``page_unigrams``), without building the pairs' strings: a pair is looked up as a
+        tuple (most are no term)."""
+        found = chain(map(self.index.get, words), map(self.pairs.get, pairwise(words)))
+        return self._vector([k for k in found if k is not None])
+
+    def _vector(self, found: list[int]) -> tuple[np.ndarray, np.ndarray]:
         if not found:
             return np.zeros(0, np.int64), np.zeros(0)
         cols, counts = np.unique(np.asarray(found, dtype=np.int64), return_counts=True)
@@ -188,7 +209,7 @@ class PageTypeClassifier:
         scores = (self._dense(signals, pooled, len(texts)) @ self.weights[:, n_text + n_url:].T
                   + self.bias)
         for row, (text, words) in enumerate(zip(texts, self.url_documents(urls, og_types))):
-            cols, values = self.text.vector(page_words(text))
+            cols, values = self.text.ngram_vector(page_unigrams(text))
             scores[row] += self.weights[:, cols] @ values
             cols, values = self.url.vector(words)
             scores[row] += self.weights[:, n_text + cols] @ values

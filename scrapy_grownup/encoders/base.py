@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -112,40 +112,38 @@ class TextEncoder:
             raise TypeError("encode() takes a sequence of strings, not a single string")
         n = len(texts)
         # Row 0 of `table` is the zero vector; rows[s] is the row of the raw string s. Raw
-        # strings are deduplicated first (most are blank or repeat), in first-seen order.
-        keys: dict[str, int] = {}
-        rows: dict[str, int] = {}
+        # strings are deduplicated first (most are blank or repeat), in first-seen order, and
+        # each string step runs in C (map, dict): a call sees thousands of strings.
+        raws = list(dict.fromkeys(texts))
+        keys = list(map(str.strip, raws))
         max_chars = self.max_chars
-        for raw in dict.fromkeys(texts):
-            key = raw.strip()
-            if not key:
-                rows[raw] = 0
-                continue
-            if len(key) > max_chars:
-                key = key[:max_chars].rstrip()
-            row = keys.get(key)
-            if row is None:
-                row = keys[key] = len(keys) + 1
-            rows[raw] = row
+        if keys and max(map(len, keys)) > max_chars:
+            keys = [key if len(key) <= max_chars else key[:max_chars].rstrip() for key in keys]
+        first = dict.fromkeys(keys)  # the distinct non-blank keys, first seen first: rows 1, 2..
+        first.pop("", None)
+        unique = list(first)
+        rows = dict(zip(unique, range(1, len(unique) + 1)))
+        rows[""] = 0
+        if keys != raws:  # str.strip returns a stripped string itself: mostly the same list
+            rows = dict(zip(raws, map(rows.__getitem__, keys)))
         index = np.fromiter(map(rows.__getitem__, texts), dtype=np.int64, count=n)
         empty = n - int(np.count_nonzero(index))
 
-        unique = list(keys)
         table = np.zeros((len(unique) + 1, self.dim), dtype=np.float32)
         missing: list[int] = []
         with self._cache_lock:
             self._empty += empty
             cache = self._cache
-            hit_rows, hit_slots = [], []
-            for row, key in enumerate(unique, start=1):
-                slot = cache.get(key)
-                if slot is None:
-                    missing.append(row)
-                else:
-                    cache.move_to_end(key)
-                    hit_rows.append(row)
-                    hit_slots.append(slot)
-            if hit_rows:
+            slots = list(map(cache.get, unique))
+            if None in slots:
+                missing = [row for row, slot in enumerate(slots, start=1) if slot is None]
+                hit_rows = [row for row, slot in enumerate(slots, start=1) if slot is not None]
+                hit_slots = [slots[row - 1] for row in hit_rows]
+                hits = [unique[row - 1] for row in hit_rows]
+            else:
+                hit_rows, hit_slots, hits = slice(1, None), slots, unique
+            deque(map(cache.move_to_end, hits), maxlen=0)  # most recently used, in order
+            if hit_slots:
                 table[hit_rows] = self._store[hit_slots]
             self._misses += len(missing)
             self._hits += (n - empty) - len(missing)
@@ -168,9 +166,25 @@ class TextEncoder:
         return table, index
 
     def _remember(self, keys: list[str], rows: list[int], table: np.ndarray) -> None:
-        """Cache ``table[rows]`` under ``keys`` (caller holds the cache lock), evicting the
-        least recently used strings beyond ``cache_size``."""
+        """Cache ``table[rows]`` under the distinct ``keys`` (caller holds the cache lock),
+        evicting the least recently used strings beyond ``cache_size``."""
         cache, size = self._cache, self.cache_size
+        if self._store is None:
+            # all slots at once: zeros are mapped lazily, so memory grows only with the rows
+            # written, and no vector is ever copied to a bigger store
+            self._store = np.zeros((size, self.dim), dtype=np.float32)
+        base = len(cache)
+        if (len(keys) <= size and not any(map(cache.__contains__, keys))
+                and len(set(keys)) == len(keys)):  # (one slot per key: distinct keys only)
+            # None of the keys is cached (no other thread added one meanwhile): they take the
+            # free slots in order, then those of the least recently used strings, as the loop
+            # below would give them one key at a time.
+            fresh = min(size - base, len(keys))
+            slots = list(range(base, base + fresh))
+            slots += [cache.popitem(last=False)[1] for _ in range(len(keys) - fresh)]
+            cache.update(zip(keys, slots))
+            self._store[slice(base, base + fresh) if fresh == len(keys) else slots] = table[rows]
+            return
         slot_rows: dict[int, int] = {}  # a slot reused within this call keeps its last row
         for key, row in zip(keys, rows):
             slot = cache.get(key)  # another thread may have added it meanwhile
@@ -182,10 +196,6 @@ class TextEncoder:
             else:
                 slot = cache[key] = len(cache)  # slots 0..len-1 are in use until evictions
             slot_rows[slot] = row
-        if self._store is None:
-            # all slots at once: zeros are mapped lazily, so memory grows only with the rows
-            # written, and no vector is ever copied to a bigger store
-            self._store = np.zeros((size, self.dim), dtype=np.float32)
         self._store[list(slot_rows)] = table[list(slot_rows.values())]
 
     def use_disk_cache(self, directory: str | Path | None = None,

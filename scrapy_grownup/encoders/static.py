@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from itertools import chain
+from itertools import chain, filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +117,10 @@ class StaticEncoder(TextEncoder):
                                                      add_special_tokens=False)
             odd_ids = dict(zip(odd, (e.ids for e in whole)))
             texts = [text if i not in odd_ids else "" for i, text in enumerate(texts)]
-        words = [text.split() for text in texts]
+        words = list(map(str.split, texts))
         flat = list(chain.from_iterable(words))
         row_of = self._word_row
-        new = [word for word in dict.fromkeys(flat) if word not in row_of]
+        new = list(filterfalse(row_of.__contains__, dict.fromkeys(flat)))
         if new:
             if len(row_of) + len(new) > WORD_CACHE_SIZE:
                 self._clear_words()
@@ -168,8 +168,8 @@ class StaticEncoder(TextEncoder):
             starts = np.cumsum(size) - size
             chunk_ids = np.asarray(encoding.ids, dtype=np.int64)
             if len(chunk_ids):
-                first = np.fromiter((o[0] for o in encoding.offsets), dtype=np.int64,
-                                    count=len(chunk_ids))
+                first = np.fromiter(chain.from_iterable(encoding.offsets), dtype=np.int64,
+                                    count=2 * len(chunk_ids))[::2]  # (start, end) pairs
                 word = np.searchsorted(starts, first, side="right") - 1
                 counts.append(np.bincount(word, minlength=len(chunk)))
             else:
@@ -183,8 +183,9 @@ class StaticEncoder(TextEncoder):
         ids, lengths = self._token_ids(texts)
         segment = np.repeat(np.arange(len(texts)), lengths)
         mask = self._keep[ids]
-        ids, segment = ids[mask], segment[mask]
-        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        # int32 indices, which scipy would otherwise convert to (the vocabulary is far smaller)
+        ids, segment = ids[mask].astype(np.int32), segment[mask]
+        indptr = np.zeros(len(texts) + 1, dtype=np.int32)
         np.cumsum(np.bincount(segment, minlength=len(texts)), out=indptr[1:])
         # Sum of each text's token vectors as a sparse [texts x vocab] count matrix times the
         # vectors (an order of magnitude faster than np.add.reduceat). The mean differs from

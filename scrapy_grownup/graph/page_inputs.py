@@ -51,9 +51,10 @@ class PageInputs:
 def distinct(values: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """``(strings, index)``: ``values`` as its distinct strings in first-seen order and each
     value's row among them (int32)."""
-    rows = {value: row for row, value in enumerate(dict.fromkeys(values))}
+    strings = list(dict.fromkeys(values))
+    rows = dict(zip(strings, range(len(strings))))
     index = np.fromiter(map(rows.__getitem__, values), dtype=np.int32, count=len(values))
-    return list(rows), index
+    return strings, index
 
 
 def page_inputs(page: PageStructure, layout: bool = True, repetition: bool = False,
@@ -104,9 +105,13 @@ def batch_inputs(inputs: Sequence[PageInputs], encoder) -> dict[str, np.ndarray]
     table, index = encoder.encode_indexed(strings)
     arrays: dict[str, np.ndarray] = {}
     for name, positions in zip(TEXT_BLOCKS, nodes):
-        rows, inverse = np.unique(index[positions], return_inverse=True)
-        arrays[name + "_table"] = table[rows]
-        arrays[name + "_index"] = inverse.reshape(-1).astype(np.int64)
+        # the table rows the block uses, ascending, and each node's among them: what
+        # ``np.unique(..., return_inverse=True)`` gives, by marking rows rather than sorting
+        node_rows = index[positions]
+        used = np.zeros(len(table), dtype=bool)
+        used[node_rows] = True
+        arrays[name + "_table"] = np.take(table, np.flatnonzero(used), axis=0)
+        arrays[name + "_index"] = (np.cumsum(used) - 1)[node_rows]
     arrays["parent"] = np.concatenate([
         np.where(page.parent >= 0, page.parent.astype(np.int64) + start, -1)
         for page, start in zip(inputs, offsets[:-1].tolist())])

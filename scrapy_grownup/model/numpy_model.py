@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +141,17 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0, out=x)
 
 
+def _row_max(x: np.ndarray) -> np.ndarray:
+    """``x.max(axis=-1, keepdims=True)`` column by column: the same maxima (a max is exact in
+    any order), where numpy's reduction over a short last axis of many rows costs more."""
+    top = x[..., 0].copy()
+    for j in range(1, x.shape[-1]):
+        np.maximum(top, x[..., j], out=top)
+    return top[..., None]
+
+
 def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e = np.exp(x - (_row_max(x) if len(x) > x.shape[-1] else x.max(axis=-1, keepdims=True)))
     return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -222,29 +232,42 @@ class _Block:
 class _Tree:
     """The batch's forest: non-root nodes (``child``), the nodes with children
     (``internal``, ascending) and each child's row among them, the children grouped by parent
-    for segment sums, and the pages' node ranges."""
+    for segment sums, and the pages' node ranges. The grouping is computed when first read:
+    only the numpy backbone's convolution reads it, not the heads behind ONNX Runtime."""
 
     def __init__(self, parent: np.ndarray, ptr: np.ndarray):
         self.parent = parent
         self.child = np.flatnonzero(parent >= 0)
         self.parent_of_child = parent[self.child]
-        self.internal, self.parent_row = np.unique(self.parent_of_child, return_inverse=True)
-        self.by_parent = np.argsort(self.parent_row, kind="stable")
-        counts = np.bincount(self.parent_row, minlength=len(self.internal))
-        self.parent_starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         self.ptr = ptr
         self.sizes = np.diff(ptr)
-        self.page = np.repeat(np.arange(len(self.sizes)), self.sizes)
+
+    @cached_property
+    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        internal, parent_row = np.unique(self.parent_of_child, return_inverse=True)
+        by_parent = np.argsort(parent_row, kind="stable")
+        counts = np.bincount(parent_row, minlength=len(internal))
+        return internal, parent_row, by_parent, np.concatenate([[0], np.cumsum(counts)[:-1]])
+
+    internal = property(lambda self: self._groups[0])
+    parent_row = property(lambda self: self._groups[1])
+    by_parent = property(lambda self: self._groups[2])
+    parent_starts = property(lambda self: self._groups[3])
 
     def depth(self) -> np.ndarray:
+        """Each node's distance to its root, by pointer doubling: ``up`` jumps to the ancestor
+        twice as far each round (a root stays on itself), so the rounds grow with the log of
+        the depth."""
         depth = np.zeros(len(self.parent), dtype=np.int64)
-        child, up = self.child, self.parent_of_child
-        while True:  # one round per level
-            deeper = depth.copy()
-            deeper[child] = depth[up] + 1
-            if np.array_equal(deeper, depth):
+        depth[self.child] = 1
+        up = np.arange(len(self.parent))
+        up[self.child] = self.parent_of_child
+        while True:
+            further = up[up]
+            if np.array_equal(further, up):
                 return depth
-            depth = deeper
+            depth += depth[up]
+            up = further
 
 
 def _range_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -258,21 +281,6 @@ def _range_sums(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
             bounds = bounds[:-1]
         out[full] = np.add.reduceat(values, bounds, axis=0)[::2]
     return out
-
-
-def _weighted_mean(values: np.ndarray, weights: np.ndarray | None, starts: np.ndarray,
-                   ends: np.ndarray) -> np.ndarray:
-    """Per range, the ``weights``-weighted mean of the rows of ``values``; ``None``: float32
-    ones, without multiplying by them or summing them (the same sums: a row times 1.0 is
-    itself, and a count of ones is exact in float32)."""
-    if weights is None:
-        total = _range_sums(values if values.dtype == np.float32 else
-                            values * np.ones((len(values), 1), dtype=np.float32), starts, ends)
-        norm = (ends - starts).astype(np.float32)
-    else:
-        total = _range_sums(values * weights[:, None], starts, ends)
-        norm = _range_sums(weights, starts, ends)
-    return total / np.maximum(norm, 1e-6)[:, None]
 
 
 class NumpyModel(HeadNames):
@@ -313,6 +321,9 @@ class NumpyModel(HeadNames):
         if config.num_page_types:
             self.page_type_readout = self._pooled_readout(w)
             self.page_type_head = w["page_type_head.weight"]
+            head = self.page_type_head  # the class centres as unit vectors (Li-ArcFace)
+            self._page_type_unit = head / np.maximum(np.linalg.norm(head, axis=1, keepdims=True),
+                                                     1e-12)
         self.role_head = self._role_head(w) if config.num_roles else None
 
     # -- loading ----------------------------------------------------------------------------------
@@ -511,32 +522,53 @@ class NumpyModel(HeadNames):
         readout = self.page_type_readout
         starts, ends = tree.ptr[:-1], tree.ptr[1:]
         struct = arrays["x_struct"].astype(np.float32, copy=False)
-        # None: unweighted means (``_weighted_mean``), where ones would be float32 anyway
-        ones = None if content.dtype == np.float32 else np.ones_like(content)
         length = struct[:, readout["length_column"]] * 8.0
         has_text = np.flatnonzero(length > 0)
         table, index = self._block(arrays, "x_text")
-        text_rows = (table[index[has_text]] if index is not None
+        text_rows = (np.take(table, index[has_text], axis=0) if index is not None
                      else table[has_text]).astype(np.float32, copy=False)
         # the pages' ranges among the rows with text (``has_text`` is ascending)
         text_starts, text_ends = np.searchsorted(has_text, starts), np.searchsorted(has_text, ends)
         is_content = (content > 0.5).astype(np.float32)
         count = np.maximum(tree.sizes, 1).astype(np.float32)
+        # The weighted sums over a page's nodes in one ``_range_sums``, those over its text rows
+        # in another: a column's sum does not depend on the columns beside it (``reduceat``
+        # sums each column on its own), so these are the sums of separate weighted means.
+        # Unweighted means divide by the node count (float32 ones would sum to it exactly).
+        k, d = nodes.shape[1], struct.shape[1]
+        weighted = np.empty((len(nodes), k + d + 3), dtype=np.float32)
+        np.multiply(nodes, content[:, None], out=weighted[:, :k])
+        np.multiply(struct, content[:, None], out=weighted[:, k:k + d])
+        weighted[:, -3] = content
+        weighted[:, -2] = is_content
+        np.multiply(np.expm1(length), is_content, out=weighted[:, -1])
+        sums = _range_sums(weighted, starts, ends)
+        content_sum = sums[:, -3]
+        text_content = length[has_text] * content[has_text]
+        text_other = length[has_text] - text_content
+        w = text_rows.shape[1]
+        text_parts = np.empty((len(has_text), 2 * w + 2), dtype=np.float32)
+        np.multiply(text_rows, text_content[:, None], out=text_parts[:, :w])
+        np.multiply(text_rows, text_other[:, None], out=text_parts[:, w:2 * w])
+        text_parts[:, -2] = text_content
+        text_parts[:, -1] = text_other
+        text_sums = _range_sums(text_parts, text_starts, text_ends)
+        nodes_norm = np.maximum((ends - starts).astype(np.float32), 1e-6)[:, None]
+        content_norm = np.maximum(content_sum, 1e-6)[:, None]
         scalars = np.stack([
             np.log(count),
-            _weighted_mean(content[:, None], ones, starts, ends)[:, 0],
-            _weighted_mean(is_content[:, None], ones, starts, ends)[:, 0],
-            np.log1p(_range_sums(np.expm1(length) * is_content, starts, ends)),
+            content_sum / nodes_norm[:, 0],
+            sums[:, -2] / nodes_norm[:, 0],
+            np.log1p(sums[:, -1]),
         ], axis=1)
-        text_content = length[has_text] * content[has_text]
         pooled = [
-            _weighted_mean(nodes, ones, starts, ends),
-            _weighted_mean(nodes, content, starts, ends),
+            _range_sums(nodes, starts, ends) / nodes_norm,
+            sums[:, :k] / content_norm,
             np.maximum.reduceat(nodes, starts, axis=0),
-            _weighted_mean(text_rows, text_content, text_starts, text_ends),
-            _weighted_mean(text_rows, length[has_text] - text_content, text_starts, text_ends),
-            _weighted_mean(struct, ones, starts, ends),
-            _weighted_mean(struct, content, starts, ends),
+            text_sums[:, :w] / np.maximum(text_sums[:, -2], 1e-6)[:, None],
+            text_sums[:, w:2 * w] / np.maximum(text_sums[:, -1], 1e-6)[:, None],
+            _range_sums(struct, starts, ends) / nodes_norm,
+            sums[:, k:k + d] / content_norm,
             scalars,
         ]
         num_pages = len(starts)
@@ -559,9 +591,7 @@ class NumpyModel(HeadNames):
         x = (inputs - readout["mean"]) * readout["scale"]
         x = _relu(_layer_norm(x @ readout["lin"][0] + readout["lin"][1], *readout["norm"]))
         f = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        w = self.page_type_head
-        w = w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
-        cos = np.clip(f @ w.T, -1.0 + 1e-6, 1.0 - 1e-6)
+        cos = np.clip(f @ self._page_type_unit.T, -1.0 + 1e-6, 1.0 - 1e-6)
         logits = self.config.arcface_scale * (math.pi - 2.0 * np.arccos(cos)) / math.pi
         return _softmax(logits.astype(np.float32))
 
@@ -574,15 +604,18 @@ class NumpyModel(HeadNames):
         def project(name: str, w: np.ndarray) -> np.ndarray:
             table, index = self._block(arrays, name)
             out = table.astype(np.float32, copy=False) @ w
-            return out if index is None else out[index]
+            return out if index is None else np.take(out, index, axis=0)
 
         hidden = nodes @ w_nodes
         hidden += head["bias"]
         hidden += content[:, None] * w_content[0]
-        hidden += project("x_text", w_text) + project("x_class", w_class) \
-            + project("x_id", w_id)
+        text = project("x_text", w_text)  # text + class + id, summed in place in that order
+        text += project("x_class", w_class)
+        text += project("x_id", w_id)
+        hidden += text
         hidden += arrays["x_struct"].astype(np.float32, copy=False) @ w_struct
-        attrs = project("x_class", w_anc) + project("x_id", w_anc)
+        attrs = project("x_class", w_anc)
+        attrs += project("x_id", w_anc)
         hidden += self._ancestor_sum(attrs, tree)
         logits = _relu(hidden) @ head["last"][0] + head["last"][1]
         return _softmax(logits)
@@ -594,15 +627,25 @@ class NumpyModel(HeadNames):
         if not len(tree.child):
             return out
         depth = tree.depth()
-        order = np.argsort(depth, kind="stable")
+        # the nodes level by level (a depth is below the node count: 16 bits sort by radix)
+        key = depth.astype(np.int16) if len(depth) < 2 ** 15 else depth
+        order = np.argsort(key, kind="stable")
         counts = np.bincount(depth).tolist()
-        start = counts[0]
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        # ``out`` in level order: a level's rows are a slice, their parents' rows lie above it
+        roots = counts[0]
+        up = tree.parent[order[roots:]]
+        up_rank = rank[up]
+        from_parent = np.take(values, up, axis=0)  # (faster than values[up], the same rows)
+        start = roots
         for count in counts[1:]:
-            rows = order[start:start + count]
-            up = tree.parent[rows]
-            out[rows] = values[up] + decay * out[up]
+            level = slice(start - roots, start - roots + count)
+            row = out[start:start + count]
+            np.multiply(np.take(out, up_rank[level], axis=0), decay, out=row)
+            row += from_parent[level]
             start += count
-        return out
+        return np.take(out, rank, axis=0)
 
 
 __all__ = ["NumpyModel", "supports"]

@@ -123,6 +123,24 @@ def test_lru_eviction_at_the_bound():
     assert enc.cache_info().size == 2
 
 
+def test_each_cached_string_keeps_its_own_vector_under_eviction():
+    """Many calls of new and repeated strings through a small cache: whatever is cached or
+    evicted, each string's vector is its own (the bulk slot assignment and the one-by-one
+    loop must agree), and ``_remember`` given a repeated key keeps one slot per string."""
+    enc, fresh = CountingEncoder(cache_size=5), CountingEncoder(cache_size=0)
+    words = [f"w{i}" for i in range(12)]
+    for step in range(40):
+        texts = [words[(step * 7 + j * j) % 12] for j in range(step % 8 + 1)]
+        np.testing.assert_array_equal(enc.encode(texts), fresh.encode(texts))
+    enc = CountingEncoder(cache_size=3)
+    table = np.arange(8, dtype=np.float32).reshape(2, 4)
+    with enc._cache_lock:
+        enc._remember(["a", "a"], [0, 0], table)
+        enc._remember(["b"], [1], table)
+    np.testing.assert_array_equal(enc.encode(["a", "b"]), table)
+    assert enc.seen == []
+
+
 def test_cache_disabled():
     enc = CountingEncoder(cache_size=0)
     enc.encode(["a", "a"])
