@@ -493,8 +493,9 @@ class ArticleExtractor:
 
         budget = self.node_budget
         if getattr(self.model, "runtime", "torch") == "numpy":
+            # the head's page types only without a classifier, which replaces them
             outputs = numpy_probabilities(self.model, pages, self.featurizer, budget,
-                                          self.threads)
+                                          self.threads, page_types=self.page_type is None)
         else:
             with torch_threads(self.threads):  # the text encoder's torch work too (MiniLM)
                 outputs = node_probabilities(self.model, [p.num_nodes for p in pages],
@@ -538,9 +539,10 @@ class ArticleExtractor:
             from scrapy_grownup.model.threads import blas_threads
 
             out: list = [None] * len(inputs)
+            page_types = self.page_type is None  # else the classifier replaces the head's
             with blas_threads(self.threads):
                 for ids in node_budget_batches(sizes, self.node_budget):
-                    for i, result in zip(ids, self.model.predict(arrays(ids))):
+                    for i, result in zip(ids, self.model.predict(arrays(ids), page_types)):
                         out[i] = result
             return out
         from scrapy_grownup.graph.featurizer import graph_batch
@@ -738,9 +740,10 @@ def node_probabilities(model, sizes: Sequence[int], make_batch, batch_nodes: int
 
 
 def numpy_probabilities(model, pages: Sequence[PageStructure], featurizer, batch_nodes: int,
-                        threads: int | None) -> list[dict]:
+                        threads: int | None, page_types: bool = True) -> list[dict]:
     """``node_probabilities(..., heads=True)`` of a ``NumpyModel``: the same per-page dicts,
-    batching pages by the same node budget, on ``threads`` BLAS threads."""
+    batching pages by the same node budget, on ``threads`` BLAS threads (``page_types=False``:
+    no page-type head probabilities, ``NumpyModel.predict``)."""
     from scrapy_grownup.graph.batching import node_budget_batches
     from scrapy_grownup.model.threads import blas_threads
 
@@ -751,7 +754,7 @@ def numpy_probabilities(model, pages: Sequence[PageStructure], featurizer, batch
             arrays = featurizer.batch_arrays(chunk)
             if model.config.page_type_signals:
                 arrays["x_signals"] = np.stack([page.signals for page in chunk])
-            for i, result in zip(ids, model.predict(arrays)):
+            for i, result in zip(ids, model.predict(arrays, page_types=page_types)):
                 out[i] = result
     return out
 

@@ -9,6 +9,7 @@ those caches, read-only, and goes with the page.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Callable
 
 import numpy as np
@@ -17,7 +18,7 @@ from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.page.tree import depth_levels
 
 __all__ = ["memo", "text_lengths", "levels", "parent64", "tag_index", "tag_nodes",
-           "words_before"]
+           "attribute_nodes", "words_before"]
 
 _KEY = "_decisions_memo"
 
@@ -72,14 +73,34 @@ def tag_nodes(page: PageStructure, tag: str) -> list[int]:
     return tag_index(page).get(tag, [])
 
 
+def _attribute_index(page: PageStructure) -> dict[str, list[int]]:
+    index: dict[str, list[int]] = {}
+    for i, values in page.attrs.items():
+        for name in values:
+            nodes = index.get(name)
+            if nodes is None:
+                index[name] = [i]
+            else:
+                nodes.append(i)
+    return index
+
+
+def attribute_nodes(page: PageStructure, name: str) -> list[int]:
+    """The nodes whose kept attributes (``page.attrs``) hold ``name``, in ``page.attrs``'s
+    order (a shared list: not to be changed). The metadata and the decisions each look for
+    one or two attributes among every node's: one pass over ``page.attrs`` serves them all."""
+    return memo(page, "attributes", lambda: _attribute_index(page)).get(name, [])
+
+
 def words_before(page: PageStructure) -> np.ndarray:
     """int64 [runs + 1]: the words of the text runs before each run (a run's words are its
     spaces plus one)."""
     def compute():
         texts = page.seg_text
         out = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter((t.count(" ") + 1 for t in texts), dtype=np.int64,
-                              count=len(texts)), out=out[1:])
+        spaces = np.fromiter(map(str.count, texts, repeat(" ")), dtype=np.int64,
+                             count=len(texts))
+        np.cumsum(spaces + 1, out=out[1:])
         return out
 
     return memo(page, "words_before", compute)

@@ -36,7 +36,9 @@ __all__ = ["PAGE_TYPE_FILE", "RELIABLE_SCORE", "PageTypeClassifier", "TfidfVocab
 
 PAGE_TYPE_FILE = "page_type.npz"
 PAGE_TYPE_VERSION = "1"  # the vectoriser: PAGE_CHARS, terms, idf
-_WORD = re.compile(r"\b\w\w+\b")
+# Words of two or more word characters: the matches of \b\w\w+\b (a match takes a whole run of
+# word characters, and a scan only enters a run at its start), without the boundary tests.
+_WORD = re.compile(r"\w\w+")
 PAGE_CHARS = 6_000
 # The score (the softmax of the classifier's margins) below which its page type is not reported:
 # ``Article.page_type`` is None there, ``page_type_score`` kept. Chosen out of fold over sites on

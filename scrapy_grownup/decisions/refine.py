@@ -99,6 +99,9 @@ _NOTICE_ASK = re.compile(
     r"click (?:here|to|on|the)|to (?:view|load|see|display) (?:this|the)|enable (?:cookies|"
     r"javascript)|accept (?:all )?cookies|your consent|cookie settings|privacy settings|"
     r"i agree|afficher|accepter|consentement|aceptar|acconsent|toestemming")
+# Every match of ``_EXTERNAL_CONTENT`` holds one of these words: a block's text (its runs joined
+# by spaces) holds one only inside a run, so a page whose kept runs hold none has no notice.
+_EXTERNAL_WORDS = ("extern", "third", "esterno")
 BYLINE_BLOCKS = 5      # a byline is among the first kept blocks ...
 BYLINE_WORDS = 12      # ... and short; a date line alone is shorter still
 DATE_LINE_WORDS = 8
@@ -507,8 +510,9 @@ def marked_nodes(page: PageStructure, marked, levels: list[np.ndarray] | None = 
     with none of them are not asked)."""
     out = np.zeros(page.num_nodes, dtype=bool)
     if keys:
-        found = [i for i, values in page.attrs.items()
-                 if not values.keys().isdisjoint(keys) and marked(values)]
+        attrs = page.attrs
+        found = [i for key in keys for i in page_memo.attribute_nodes(page, key)
+                 if marked(attrs[i])]
     else:
         found = [i for i, values in page.attrs.items() if marked(values)]
     out[found] = True
@@ -670,6 +674,10 @@ def without_embed_notices(page: PageStructure, keep: np.ndarray,
     (``_NOTICE_ASK``): an embed's consent placeholder."""
     keep = np.asarray(keep, dtype=bool)
     if not keep.any() or not len(page.seg_text):
+        return keep
+    texts = page.seg_text
+    kept = "\n".join([texts[k] for k in np.flatnonzero(keep[page.seg_owner]).tolist()]).lower()
+    if not any(word in kept for word in _EXTERNAL_WORDS):
         return keep
     block = block_of(page) if block is None else block
     notices = []

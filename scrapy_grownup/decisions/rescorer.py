@@ -19,12 +19,13 @@ iterations step down together (``boosted_trees``).
 from __future__ import annotations
 
 from collections import Counter
-from itertools import pairwise
+from itertools import pairwise, repeat
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
 
-from scrapy_grownup.graph.attribute_cues import CUE_NAMES, attribute_cues
+from scrapy_grownup.graph.attribute_cues import CUE_NAMES, cue_bits, cue_columns
 from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.graph.layout import LAYOUT_DIM
 from scrapy_grownup.graph.signals import SIGNAL_DIM, SIGNAL_VERSION
@@ -135,16 +136,16 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
     bounds = starts.tolist() + [len(texts)]
     keys = [" ".join(texts[a:b]).casefold() for a, b in pairwise(bounds)]
     repeats = np.array(list(map(Counter(keys).__getitem__, keys)), dtype=np.float64)
-    words = np.array([k.count(" ") for k in keys], dtype=np.float64) + 1
+    words = np.fromiter(map(str.count, keys, repeat(" ")), dtype=np.float64, count=m) + 1
     if layout is None:
         layout = page.layout
     tag = np.zeros((m, len(TAGS) + 1), np.float32)
     tags = page.tags
     tag[np.arange(m), [_TAG_COLUMN.get(tags[r], len(TAGS)) for r in roots.tolist()]] = 1
-    cues = attribute_cues(page)
-    inside_cues = inherit(cues, parent, levels)
-    named = np.fromiter((bool(page.class_words[r] or page.id_words[r]) for r in roots.tolist()),
-                        dtype=bool, count=m)
+    cues, inside_cues = _root_cues(page, roots, parent, levels)
+    class_words, id_words = _pick(page.class_words, roots), _pick(page.id_words, roots)
+    named = np.fromiter(map(bool, class_words), dtype=bool, count=m) | \
+        np.fromiter(map(bool, id_words), dtype=bool, count=m)
     X = np.column_stack([
         score, top[roots], low[roots], np.log1p(chars) / 10, np.log1p(words) / 5, *ancestors,
         previous, following, previous_2, following_2,
@@ -152,9 +153,32 @@ def _block_table(page: PageStructure, probs: np.ndarray, threshold: float,
         np.full(m, np.log1p(m) / 8), np.full(m, score.max()), score - cut, inside,
         container_depth, np.log1p(repeats - 1), np.arange(m) / max(m - 1, 1),
         layout[roots], tag, np.broadcast_to(page.signals, (m, SIGNAL_DIM)),
-        cues[roots], inside_cues[roots], named,
+        cues, inside_cues, named,
     ]).astype(np.float32)
     return roots, X, block, owners
+
+
+def _pick(items: list, nodes: np.ndarray) -> list:
+    """``[items[i] for i in nodes]``, the lookups in C."""
+    nodes = nodes.tolist()
+    return list(itemgetter(*nodes)(items)) if len(nodes) > 1 else [items[i] for i in nodes]
+
+
+def _root_cues(page: PageStructure, roots: np.ndarray, parent: np.ndarray,
+               levels: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``attribute_cues`` of the blocks' ``roots`` and their ``inherit``-ed cues (a root's or
+    an ancestor's), bool [roots, len(CUE_NAMES)]. Only the roots and their ancestors are
+    read (most of a page's nodes are inline or hold no text), their cues kept as bits."""
+    n = page.num_nodes
+    needed = np.zeros(n, dtype=bool)
+    needed[roots] = True
+    for nodes in reversed(levels[1:]):
+        needed[parent[nodes[needed[nodes]]]] = True
+    nodes = np.flatnonzero(needed)
+    bits = np.zeros(n, dtype=np.int64)
+    bits[nodes] = cue_bits(_pick(page.class_words, nodes), _pick(page.id_words, nodes))
+    inside = inherit(bits, parent, levels)
+    return cue_columns(bits[roots]), cue_columns(inside[roots])
 
 
 def _first_difference(names: tuple[str, ...]) -> str:

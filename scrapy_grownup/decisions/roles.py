@@ -174,13 +174,15 @@ def related_link_list(page: PageStructure, related: np.ndarray) -> list[dict]:
     named = set()  # links in a list a heading or a class names as related
     texts, classes, ids = page.node_text, page.class_words, page.id_words
     # the nodes a heading or their markup names as related (in any order: ``named`` is a set);
-    # the markup's word is in the class or the id words, which most nodes lack
+    # the markup's word is in the class or the id words, which most nodes (and most pages,
+    # searched whole first) lack
     headings = [v for v in np.flatnonzero(lengths).tolist()
                 if len(texts[v].split()) <= 6
                 and _RELATED_HEADING.match(texts[v].strip(" :»›|•-"))]
     marked = [v for v, (words, ident) in enumerate(zip(classes, ids))
               if ("related" in words or "related" in ident)
-              and _RELATED_MARKUP.search(words + " " + ident)]
+              and _RELATED_MARKUP.search(words + " " + ident)] \
+        if "related" in " ".join(classes) or "related" in " ".join(ids) else []
     for v in dict.fromkeys(headings + marked):
         for a in [v] + list(_ancestors(page, int(page.parent[v])))[:3]:
             inside = [j for j in titles if a <= j < ends[a] and j >= v]

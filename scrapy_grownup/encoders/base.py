@@ -13,6 +13,7 @@ import hashlib
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from itertools import islice, repeat
 from pathlib import Path
 from typing import ClassVar, Sequence
 
@@ -130,26 +131,29 @@ class TextEncoder:
         empty = n - int(np.count_nonzero(index))
 
         table = np.zeros((len(unique) + 1, self.dim), dtype=np.float32)
-        missing: list[int] = []
+        missing: list[int] | np.ndarray = []
         with self._cache_lock:
             self._empty += empty
             cache = self._cache
-            slots = list(map(cache.get, unique))
-            if None in slots:
-                missing = [row for row, slot in enumerate(slots, start=1) if slot is None]
-                hit_rows = [row for row, slot in enumerate(slots, start=1) if slot is not None]
-                hit_slots = [slots[row - 1] for row in hit_rows]
-                hits = [unique[row - 1] for row in hit_rows]
+            slots = np.fromiter(map(cache.get, unique, repeat(-1)), dtype=np.int64,
+                                count=len(unique))
+            if len(slots) and slots.min() < 0:  # (a string not cached: slot -1)
+                found = slots >= 0
+                missing = np.flatnonzero(~found) + 1
+                hit_rows = np.flatnonzero(found)
+                hits = list(map(unique.__getitem__, hit_rows.tolist()))
+                hit_slots = slots[hit_rows]
+                hit_rows += 1
             else:
                 hit_rows, hit_slots, hits = slice(1, None), slots, unique
             deque(map(cache.move_to_end, hits), maxlen=0)  # most recently used, in order
-            if hit_slots:
+            if len(hit_slots):
                 table[hit_rows] = self._store[hit_slots]
             self._misses += len(missing)
             self._hits += (n - empty) - len(missing)
 
-        if missing:
-            todo = [unique[row - 1] for row in missing]
+        if len(missing):
+            todo = list(map(unique.__getitem__, (missing - 1).tolist()))
             with self._model_lock:
                 vectors = (self._encode_uncached(todo) if self.disk_cache is None
                            else self.disk_cache.embed(todo, self._encode_uncached))
@@ -165,7 +169,8 @@ class TextEncoder:
                     self._remember(todo, missing, table)
         return table, index
 
-    def _remember(self, keys: list[str], rows: list[int], table: np.ndarray) -> None:
+    def _remember(self, keys: list[str], rows: list[int] | np.ndarray,
+                  table: np.ndarray) -> None:
         """Cache ``table[rows]`` under the distinct ``keys`` (caller holds the cache lock),
         evicting the least recently used strings beyond ``cache_size``."""
         cache, size = self._cache, self.cache_size
@@ -181,7 +186,10 @@ class TextEncoder:
             # below would give them one key at a time.
             fresh = min(size - base, len(keys))
             slots = list(range(base, base + fresh))
-            slots += [cache.popitem(last=False)[1] for _ in range(len(keys) - fresh)]
+            if fresh < len(keys):  # the least recently used strings' slots, oldest first
+                evicted = list(islice(cache, len(keys) - fresh))
+                slots += map(cache.__getitem__, evicted)
+                deque(map(cache.__delitem__, evicted), maxlen=0)
             cache.update(zip(keys, slots))
             self._store[slice(base, base + fresh) if fresh == len(keys) else slots] = table[rows]
             return

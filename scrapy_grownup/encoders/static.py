@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from itertools import chain, filterfalse
+from itertools import chain, filterfalse, repeat
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ WORDS_PER_CALL = 1_000  # new words joined into one tokenizer input
 # Characters Python's str.split() splits on that the tokenizer's normaliser deletes instead
 # (control characters, not Unicode White_Space): words around them would join in the tokenizer.
 _SPLIT_MISMATCH = re.compile("[\x1c-\x1f]")
+# Joins the texts of a call for one str.split(): not whitespace, so a word of its own between
+# two texts; kept in the word table as row 0, a word without tokens.
+_SEPARATOR = "\x00"
 
 
 def default_asset_dir() -> Path:
@@ -98,8 +101,9 @@ class StaticEncoder(TextEncoder):
 
     def _clear_words(self) -> None:
         # Word -> row; row r's token ids are _word_tokens[_word_start[r]:_word_start[r + 1]].
-        self._word_row: dict[str, int] = {}
-        self._word_start = np.zeros(1, dtype=np.int64)
+        # Row 0: the separator of texts (``_token_ids``), no tokens.
+        self._word_row: dict[str, int] = {_SEPARATOR: 0}
+        self._word_start = np.zeros(2, dtype=np.int64)
         self._word_tokens = np.zeros(0, dtype=np.int64)
 
     def _token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -108,41 +112,59 @@ class StaticEncoder(TextEncoder):
         The same ids as tokenizing each text (BERT normalisation and pre-tokenisation act per
         character and split at whitespace, so a text's tokens are its words' tokens in order),
         but each distinct word is tokenized once and remembered: words repeat far more than
-        texts. Texts whose split could differ from the tokenizer's go to it whole.
+        texts, and all texts are split into words at once. Texts whose split could differ from
+        the tokenizer's go to it whole.
         """
+        joined = f" {_SEPARATOR} ".join(texts)
         odd = [i for i, text in enumerate(texts) if _SPLIT_MISMATCH.search(text)] \
-            if _SPLIT_MISMATCH.search(" ".join(texts)) else []
+            if _SPLIT_MISMATCH.search(joined) else []
         if odd:
             whole = self.tokenizer.encode_batch_fast([texts[i] for i in odd],
                                                      add_special_tokens=False)
             odd_ids = dict(zip(odd, (e.ids for e in whole)))
             texts = [text if i not in odd_ids else "" for i, text in enumerate(texts)]
-        words = list(map(str.split, texts))
-        flat = list(chain.from_iterable(words))
+            joined = f" {_SEPARATOR} ".join(texts)
+        # All texts' words in one split, a separator between two texts; where a text holds the
+        # separator itself (it has no tokens either), each text is split on its own.
+        separated = len(texts) > 0 and joined.count(_SEPARATOR) == len(texts) - 1
+        if separated:
+            flat = joined.split()
+        else:
+            words = list(map(str.split, texts))
+            flat = list(chain.from_iterable(words))
         row_of = self._word_row
-        new = list(filterfalse(row_of.__contains__, dict.fromkeys(flat)))
-        if new:
+        rows = np.fromiter(map(row_of.get, flat, repeat(-1)), dtype=np.int64, count=len(flat))
+        absent = np.flatnonzero(rows < 0)
+        if len(absent):
+            new = list(dict.fromkeys(map(flat.__getitem__, absent.tolist())))
             if len(row_of) + len(new) > WORD_CACHE_SIZE:
                 self._clear_words()
                 row_of = self._word_row
-                new = list(dict.fromkeys(flat))
+                new = list(dict.fromkeys(filterfalse(row_of.__contains__, flat)))
+                absent = np.arange(len(flat))
             tokens, counts = self._tokenize_words(new)
             base = len(row_of)
             row_of.update(zip(new, range(base, base + len(new))))
             self._word_start = np.concatenate(
                 [self._word_start, self._word_start[-1] + np.cumsum(counts)])
             self._word_tokens = np.concatenate([self._word_tokens, tokens])
-        rows = np.fromiter(map(row_of.__getitem__, flat), dtype=np.int64, count=len(flat))
+            rows[absent] = np.fromiter(map(row_of.__getitem__, map(flat.__getitem__,
+                                                                   absent.tolist())),
+                                       dtype=np.int64, count=len(absent))
         start = self._word_start[rows]
         count = self._word_start[rows + 1] - start
-        total = int(count.sum())
+        word_end = np.cumsum(count)  # tokens up to each word, itself included
+        total = int(word_end[-1]) if len(word_end) else 0
         # Expand every word to its token range: position p of word w reads start[w] + offset.
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(word_end - count, count)
         ids = self._word_tokens[np.repeat(start, count) + offsets]
-        # Tokens per text: token count up to each text's last word, differenced.
-        word_ends = np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(texts)))
-        token_ends = np.r_[0, np.cumsum(count)][word_ends]
-        lengths = np.diff(np.r_[0, token_ends])
+        # Tokens per text: token count up to each text's end (its separator, or its last
+        # word), differenced.
+        if separated:
+            lengths = np.diff(np.r_[0, word_end[rows == 0], total])
+        else:
+            text_end = np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(texts)))
+            lengths = np.diff(np.r_[0, np.r_[0, word_end][text_end]])
         if odd:
             parts, cursor, out_lengths = [], 0, lengths.copy()
             for i in range(len(texts)):
@@ -181,12 +203,15 @@ class StaticEncoder(TextEncoder):
         from scipy.sparse import csr_matrix
 
         ids, lengths = self._token_ids(texts)
-        segment = np.repeat(np.arange(len(texts)), lengths)
         mask = self._keep[ids]
+        # each text's kept tokens: the kept count up to its end, from a running count
+        kept = np.zeros(len(ids) + 1, dtype=np.int32)
+        np.cumsum(mask, out=kept[1:])
+        ends = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=ends[1:])
+        indptr = kept[ends]
         # int32 indices, which scipy would otherwise convert to (the vocabulary is far smaller)
-        ids, segment = ids[mask].astype(np.int32), segment[mask]
-        indptr = np.zeros(len(texts) + 1, dtype=np.int32)
-        np.cumsum(np.bincount(segment, minlength=len(texts)), out=indptr[1:])
+        ids = ids[mask].astype(np.int32)
         # Sum of each text's token vectors as a sparse [texts x vocab] count matrix times the
         # vectors (an order of magnitude faster than np.add.reduceat). The mean differs from
         # the sum by a positive scale only, which the normalisation removes.

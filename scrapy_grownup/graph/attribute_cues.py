@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["CUE_NAMES", "attribute_cues"]
+__all__ = ["CUE_NAMES", "attribute_cues", "cue_bits", "cue_columns"]
 
 # Matched against ``attributes.attribute_words`` (lower-case words, camelCase and separators
 # split), whole words only, so "header" never matches "headline" and "ad" never "add".
@@ -70,10 +70,20 @@ def _cues_of(words: str) -> int:
     return bits
 
 
+def cue_bits(class_words: list[str], id_words: list[str]) -> np.ndarray:
+    """int64 [len(class_words)]: the cues of each node's class and id words together, bit k
+    for ``CUE_NAMES[k]`` (a word's cues, see ``_word_cues``); bits OR down a tree cheaply."""
+    n = len(class_words)
+    bits = np.fromiter(map(_cues_of, class_words), dtype=np.int64, count=n)
+    bits |= np.fromiter(map(_cues_of, id_words), dtype=np.int64, count=n)
+    return bits
+
+
+def cue_columns(bits: np.ndarray) -> np.ndarray:
+    """bool [len(bits), len(CUE_NAMES)] of ``cue_bits``."""
+    return (bits[:, None] & _BITS) != 0
+
+
 def attribute_cues(page) -> np.ndarray:
     """bool [n, len(CUE_NAMES)]: which cues each node's own class and id words hold."""
-    # a node's cues are its class words' and its id words' together (see ``_word_cues``)
-    n = page.num_nodes
-    bits = np.fromiter(map(_cues_of, page.class_words), dtype=np.int64, count=n)
-    bits |= np.fromiter(map(_cues_of, page.id_words), dtype=np.int64, count=n)
-    return (bits[:, None] & _BITS) != 0
+    return cue_columns(cue_bits(page.class_words, page.id_words))

@@ -112,8 +112,8 @@ class Featurizer:
         (page offsets) and ``truncated``. ``batch`` wraps these as torch tensors."""
         from scrapy_grownup.graph.page_inputs import batch_inputs, page_inputs
 
-        return batch_inputs([page_inputs(page, self.layout, self.repetition) for page in pages],
-                            self.encoder)
+        return batch_inputs([page_inputs(page, self.layout, self.repetition, compact=False)
+                             for page in pages], self.encoder)
 
     def batch(self, pages: Sequence[PageStructure]) -> "GraphBatch":
         """The model input of ``pages`` as one torch batch, for inference: the same graphs as

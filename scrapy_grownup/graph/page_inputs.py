@@ -31,14 +31,15 @@ class PageInputs:
     """One page's model inputs: numpy arrays and three lists of strings, no page object.
 
     ``strings[b]``: the distinct strings of text block ``b`` (``TEXT_BLOCKS``) in first-seen
-    order; ``index[b, v]``: node ``v``'s row in it. ``parent``: each node's parent (-1 at the
-    root). ``structure``: the arrays ``struct_features`` reads. ``layout``, ``repetition``,
+    order; ``index[b, v]``: node ``v``'s row in it (``index`` None: ``strings[b]`` are the
+    nodes' own strings, one per node). ``parent``: each node's parent (-1 at the root).
+    ``structure``: the arrays ``struct_features`` reads. ``layout``, ``repetition``,
     ``signals``: those features where the model reads them, else None.
     """
 
     num_nodes: int
     strings: tuple[list[str], list[str], list[str]]
-    index: np.ndarray
+    index: np.ndarray | None
     parent: np.ndarray
     structure: tuple[np.ndarray, ...]
     positions: np.ndarray
@@ -58,19 +59,26 @@ def distinct(values: Sequence[str]) -> tuple[list[str], np.ndarray]:
 
 
 def page_inputs(page: PageStructure, layout: bool = True, repetition: bool = False,
-                signals: bool = False) -> PageInputs:
+                signals: bool = False, compact: bool = True) -> PageInputs:
     """The model inputs of ``page``; ``layout``, ``repetition``, ``signals``: whether the model
     reads those features (``Featurizer.layout``, ``Featurizer.repetition``, a page-type head's
-    ``page_type_signals``). Computes the page's Laplacian positions where it has none yet."""
+    ``page_type_signals``). Computes the page's Laplacian positions where it has none yet.
+    ``compact=False``: each block as the nodes' own strings, not deduplicated (``index``
+    None), for a batch joined in the same process: the encoder deduplicates all pages'
+    strings anyway, and the page's distinct lists only pay where they travel."""
     if page.positions is None:
         from scrapy_grownup.graph.laplacian import laplacian_positions
 
         page.positions = laplacian_positions(page.parent, NUM_EIGENVECTORS)
-    strings, index = zip(*(distinct(getattr(page, attr)) for attr in TEXT_ATTRIBUTES))
+    if compact:
+        strings, index = zip(*(distinct(getattr(page, attr)) for attr in TEXT_ATTRIBUTES))
+        index = np.stack(index) if page.num_nodes else np.zeros((3, 0), dtype=np.int32)
+    else:
+        strings, index = tuple(getattr(page, attr) for attr in TEXT_ATTRIBUTES), None
     return PageInputs(
         num_nodes=page.num_nodes,
         strings=tuple(strings),
-        index=np.stack(index) if page.num_nodes else np.zeros((3, 0), dtype=np.int32),
+        index=index,
         parent=page.parent,
         structure=(page.tag_ids, page.font, page.text_lengths(), page.num_children,
                    page.child_index),
@@ -95,13 +103,17 @@ def batch_inputs(inputs: Sequence[PageInputs], encoder) -> dict[str, np.ndarray]
     offsets = np.zeros(len(inputs) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     strings: list[str] = []
-    nodes = []  # per block, each node's position in ``strings``
+    nodes: list = []  # per block, each node's position in ``strings``
+    per_node = all(page.index is None for page in inputs)  # then each block's is a slice
     for b in range(len(TEXT_BLOCKS)):  # all pages' block, then the next
-        parts = []
+        parts, first = [], len(strings)
         for page in inputs:
-            parts.append(page.index[b].astype(np.int64) + len(strings))
+            start = len(strings)
             strings.extend(page.strings[b])
-        nodes.append(np.concatenate(parts))
+            if not per_node:
+                parts.append(np.arange(start, len(strings)) if page.index is None
+                             else page.index[b].astype(np.int64) + start)
+        nodes.append(slice(first, len(strings)) if per_node else np.concatenate(parts))
     table, index = encoder.encode_indexed(strings)
     arrays: dict[str, np.ndarray] = {}
     for name, positions in zip(TEXT_BLOCKS, nodes):

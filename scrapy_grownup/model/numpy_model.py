@@ -416,9 +416,11 @@ class NumpyModel(HeadNames):
                 "last": (w["role_head.net.4.weight"].T.copy(), w["role_head.net.4.bias"])}
 
     # -- forward ----------------------------------------------------------------------------------
-    def predict(self, arrays: dict[str, np.ndarray]) -> list[dict]:
+    def predict(self, arrays: dict[str, np.ndarray], page_types: bool = True) -> list[dict]:
         """Per page of the batch: ``content`` [n], ``roles`` [n, R] or None, ``page_type`` [G]
-        or None, ``page_type_inputs`` [D] or None (as ``extractor.node_probabilities``)."""
+        or None, ``page_type_inputs`` [D] or None (as ``extractor.node_probabilities``).
+        ``page_types=False``: ``page_type`` None, the head's pooled inputs only, for a caller
+        whose page-type classifier replaces the head's probabilities."""
         tree = _Tree(arrays["parent"], arrays["ptr"])
         if self._session is not None:
             logits, nodes = self._session.run(None, {name: arrays[name]
@@ -431,7 +433,7 @@ class NumpyModel(HeadNames):
         page_type = inputs = None
         if self.page_type_readout is not None:
             inputs = self.page_type_inputs(arrays, nodes, content, tree)
-            page_type = self.page_type_probabilities(inputs)
+            page_type = self.page_type_probabilities(inputs) if page_types else None
         ptr = tree.ptr.tolist()
         return [{"content": content[a:b],
                  "roles": roles[a:b] if roles is not None else None,

@@ -145,7 +145,7 @@ def content_images(page: PageStructure, keep_node_mask,
     end = page.subtree_end
     # kept runs in each subtree (a subtree is range(v, end[v]))
     counts = np.concatenate([[0], np.cumsum(np.bincount(page.seg_owner[kept], minlength=n))])
-    has_kept = (counts[np.asarray(end)] - counts[:n] > 0).tolist()
+    has_kept = (counts[page.subtree_end_array] - counts[:n] > 0).tolist()
     dropped_before = np.concatenate([[0], np.cumsum(~kept)]).tolist()  # dropped runs before k
     words_before = None
     kept_words_before = None

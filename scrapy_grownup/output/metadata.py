@@ -578,9 +578,14 @@ def _markup_authors(page: PageStructure, keep=None) -> list[str]:
     if keep is not None and np.asarray(keep).any() and len(page.seg_text):
         kept = np.flatnonzero(np.asarray(keep, dtype=bool)[page.seg_owner])
         stop = int(page.seg_owner[kept[-1]]) + 1 if len(kept) else stop
-    for i, values in sorted(page.attrs.items()):
+    from scrapy_grownup.decisions import page_memo
+
+    # a node without ``itemprop`` or ``rel`` names no author
+    for i in sorted({*page_memo.attribute_nodes(page, "itemprop"),
+                     *page_memo.attribute_nodes(page, "rel")}):
         if i >= stop:
             break
+        values = page.attrs[i]
         prop = values.get("itemprop", "").split()
         rel = values.get("rel", "").lower().split() if page.tags[i] == "a" else []
         if "author" in prop or "creator" in prop or "author" in rel:
@@ -757,7 +762,10 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
                          *(page.meta.get(k) for k in PUBLISHED_META), *other_meta))
     if found:
         return found
-    for i, values in sorted(page.attrs.items()):
+    from scrapy_grownup.decisions import page_memo
+
+    for i in sorted(page_memo.attribute_nodes(page, "itemprop")):
+        values = page.attrs[i]
         if values.get("itemprop") in ("datePublished", "dateCreated"):
             found = normalize_date(values.get("content") or values.get("datetime")
                                    or node_full_text(page, i))
@@ -777,8 +785,10 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
 
 def _time_element_date(page: PageStructure, head: int | None) -> str | None:
     """The first ``<time datetime>`` near the headline, or the first of the page."""
-    times = [i for i in sorted(page.attrs) if page.tags[i] == "time"
-             and page.attrs[i].get("datetime")]
+    from scrapy_grownup.decisions import page_memo
+
+    times = [i for i in sorted(page_memo.attribute_nodes(page, "datetime"))
+             if page.tags[i] == "time" and page.attrs[i].get("datetime")]
     if not times:
         return None
     if head is not None:
@@ -950,7 +960,10 @@ def base_url(page: PageStructure) -> str | None:
 
 
 def _base_url(page: PageStructure) -> str | None:
-    for i, values in page.attrs.items():
+    from scrapy_grownup.decisions import page_memo
+
+    for i in page_memo.attribute_nodes(page, "href"):
+        values = page.attrs[i]
         if page.tags[i] == "base" and values.get("href"):
             return join_url(page.url, values["href"]) or page.url  # a bad href is ignored
     return page.url
@@ -959,9 +972,12 @@ def _base_url(page: PageStructure) -> str | None:
 def canonical_url(page: PageStructure, ld: _LinkedData | None = None) -> str | None:
     """``<link rel=canonical>``, else ``og:url``, else the JSON-LD ``url``; absolute."""
     ld = ld or linked_data(page)
-    candidates = [values.get("href") for i, values in sorted(page.attrs.items())
+    from scrapy_grownup.decisions import page_memo
+
+    attrs = page.attrs
+    candidates = [attrs[i].get("href") for i in sorted(page_memo.attribute_nodes(page, "rel"))
                   if page.tags[i] == "link"
-                  and "canonical" in values.get("rel", "").lower().split()]
+                  and "canonical" in attrs[i].get("rel", "").lower().split()]
     candidates += [page.meta.get("og:url"), _text_value(ld.field("url"))]
     entity = ld.field("mainEntityOfPage", objects=(ld.article,)) if ld.article else None
     if isinstance(entity, dict):
@@ -1039,8 +1055,11 @@ def main_image(page: PageStructure, ld: _LinkedData | None = None) -> str | None
     if ld.webpage is not None:
         candidates.append(ld.webpage.get("primaryImageOfPage"))
     candidates.append(page.meta.get("image"))  # <meta itemprop="image" content="...">
-    candidates += [values.get("href") for i, values in sorted(page.attrs.items())
-                   if page.tags[i] == "link" and "image_src" in values.get("rel", "").lower()]
+    from scrapy_grownup.decisions import page_memo
+
+    attrs = page.attrs
+    candidates += [attrs[i].get("href") for i in sorted(page_memo.attribute_nodes(page, "rel"))
+                   if page.tags[i] == "link" and "image_src" in attrs[i].get("rel", "").lower()]
     for value in candidates:
         url = safe_url(base, _image_value(ld, value))
         if url:
@@ -1088,7 +1107,10 @@ def date_modified(page: PageStructure, ld: _LinkedData | None = None) -> str | N
                          *other_meta))
     if found:
         return found
-    for i, values in sorted(page.attrs.items()):
+    from scrapy_grownup.decisions import page_memo
+
+    for i in sorted(page_memo.attribute_nodes(page, "itemprop")):
+        values = page.attrs[i]
         if values.get("itemprop") == "dateModified":
             found = normalize_date(values.get("content") or values.get("datetime")
                                    or node_full_text(page, i))
@@ -1144,9 +1166,11 @@ def categories(page: PageStructure, ld: _LinkedData | None = None) -> list[str]:
 def _rel_links(page: PageStructure, word: str, unless: str | None = None) -> list[str]:
     """The texts of the links whose ``rel`` names ``word`` (and not ``unless``): WordPress
     marks a post's tags ``rel="tag"`` and its categories ``rel="category tag"``."""
+    from scrapy_grownup.decisions import page_memo
+
     out = []
-    for i, values in page.attrs.items():
-        rel = values.get("rel")
+    for i in page_memo.attribute_nodes(page, "rel"):
+        rel = page.attrs[i].get("rel")
         if rel and page.tags[i] == "a":
             words = rel.lower().split()
             if word in words and (unless is None or unless not in words):

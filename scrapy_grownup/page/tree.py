@@ -36,7 +36,7 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
 
 
 def inherit(flags: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
-    """Ancestor-or-self OR of the boolean rows ``flags`` ([n] or [n, k])."""
+    """Ancestor-or-self OR of the rows ``flags`` ([n] or [n, k]; bool, or integer bit masks)."""
     out = flags.copy()
     for nodes in levels[1:]:
         out[nodes] |= out[parent[nodes]]
@@ -45,13 +45,19 @@ def inherit(flags: np.ndarray, parent: np.ndarray, levels) -> np.ndarray:
 
 def subtree_ends(parent) -> np.ndarray:
     """int64 [n]: one past each node's last descendant, for nodes in pre-order (``parent[i] <
-    i``): node ``i``'s subtree is ``range(i, end[i])``."""
-    parent = np.asarray(parent).tolist()
-    n = len(parent)
-    size = [1] * n
-    for i in range(n - 1, 0, -1):
-        size[parent[i]] += size[i]
-    return np.arange(n, dtype=np.int64) + np.array(size, dtype=np.int64)
+    i``): node ``i``'s subtree is ``range(i, end[i])``. Its last descendant is its last
+    child's last descendant: last-child pointers followed by pointer doubling, a few whole-array
+    steps (as many as the depth has bits)."""
+    parent = np.asarray(parent, dtype=np.int64)
+    last = np.arange(len(parent), dtype=np.int64)
+    if len(parent) > 1:
+        np.maximum.at(last, parent[1:], last[1:])
+        while True:
+            further = last[last]
+            if np.array_equal(further, last):
+                break
+            last = further
+    return last + 1
 
 
 def range_sum(counts: np.ndarray, end: np.ndarray) -> np.ndarray:

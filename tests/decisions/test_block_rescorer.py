@@ -117,6 +117,22 @@ def test_class_and_id_words_flag_a_block_and_everything_inside_it():
     assert X[row["Bus line"], COLUMN["cue_related"]] == 0  # the box, not the paragraph, is named
 
 
+def test_block_cue_columns_are_attribute_cues_of_the_root_and_its_ancestors():
+    # the rescorer reads the cues of the roots and their ancestors only, as bits
+    from scrapy_grownup.decisions import page_memo
+    from scrapy_grownup.page.tree import inherit
+
+    for html in (CUED, PAGE):
+        page = parse_page(html)
+        roots, X = block_features(page, np.full(page.num_nodes, 0.5))
+        cues = attribute_cues(page)
+        inside = inherit(cues, page_memo.parent64(page), page_memo.levels(page))
+        first = COLUMN[f"cue_{CUE_NAMES[0]}"]
+        k = len(CUE_NAMES)
+        assert np.array_equal(X[:, first:first + k], cues[roots])
+        assert np.array_equal(X[:, first + k:first + 2 * k], inside[roots])
+
+
 def test_block_features_place_blocks_against_the_main_container(page):
     probs = np.zeros(page.num_nodes)
     article = page.tags.index("article")

@@ -163,9 +163,9 @@ def test_the_numpy_runtime_runs_blas_on_one_thread_by_default():
     seen: list = []
     predict = extractor.model.predict
 
-    def recording(arrays):
+    def recording(arrays, **options):
         seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
-        return predict(arrays)
+        return predict(arrays, **options)
 
     extractor.model.predict = recording
     with threadpool_limits(limits=3, user_api="blas"):
