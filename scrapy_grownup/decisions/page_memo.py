@@ -52,12 +52,13 @@ def parent64(page: PageStructure) -> np.ndarray:
     return memo(page, "parent64", lambda: page.parent.astype(np.int64))
 
 
-def _tag_index(page: PageStructure) -> dict[str, list[int]]:
+def _group(pairs) -> dict[str, list[int]]:
+    """``{key: [node, ...]}`` of ``(node, key)`` pairs, nodes in the pairs' order."""
     index: dict[str, list[int]] = {}
-    for i, tag in enumerate(page.tags):
-        nodes = index.get(tag)
+    for i, key in pairs:
+        nodes = index.get(key)
         if nodes is None:
-            index[tag] = [i]
+            index[key] = [i]
         else:
             nodes.append(i)
     return index
@@ -65,7 +66,7 @@ def _tag_index(page: PageStructure) -> dict[str, list[int]]:
 
 def tag_index(page: PageStructure) -> dict[str, list[int]]:
     """Each tag of the page and its nodes, in document order (shared: not to be changed)."""
-    return memo(page, "tags", lambda: _tag_index(page))
+    return memo(page, "tags", lambda: _group(enumerate(page.tags)))
 
 
 def tag_nodes(page: PageStructure, tag: str) -> list[int]:
@@ -73,23 +74,12 @@ def tag_nodes(page: PageStructure, tag: str) -> list[int]:
     return tag_index(page).get(tag, [])
 
 
-def _attribute_index(page: PageStructure) -> dict[str, list[int]]:
-    index: dict[str, list[int]] = {}
-    for i, values in page.attrs.items():
-        for name in values:
-            nodes = index.get(name)
-            if nodes is None:
-                index[name] = [i]
-            else:
-                nodes.append(i)
-    return index
-
-
 def attribute_nodes(page: PageStructure, name: str) -> list[int]:
     """The nodes whose kept attributes (``page.attrs``) hold ``name``, in ``page.attrs``'s
     order (a shared list: not to be changed). The metadata and the decisions each look for
     one or two attributes among every node's: one pass over ``page.attrs`` serves them all."""
-    return memo(page, "attributes", lambda: _attribute_index(page)).get(name, [])
+    return memo(page, "attributes", lambda: _group(
+        (i, key) for i, values in page.attrs.items() for key in values)).get(name, [])
 
 
 def words_before(page: PageStructure) -> np.ndarray:

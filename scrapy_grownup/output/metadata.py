@@ -22,6 +22,7 @@ from email.utils import parsedate_tz
 
 import numpy as np
 
+from scrapy_grownup.decisions import page_memo
 from scrapy_grownup.page.dom import PageStructure
 from scrapy_grownup.page.urls import join_url, url_host, url_path
 from scrapy_grownup.page.xmlsafe import xml_safe
@@ -193,8 +194,6 @@ class _LinkedData:
 def linked_data(page: PageStructure) -> _LinkedData:
     """The page's ``_LinkedData``, parsed once per page (``page_memo``: the extractor's
     decisions read the authors before the metadata does); shared, not to be changed."""
-    from scrapy_grownup.decisions import page_memo
-
     return page_memo.memo(page, "linked_data", lambda: _LinkedData(json_ld_objects(page)))
 
 
@@ -230,8 +229,6 @@ def title(page: PageStructure, keep=None, ld: _LinkedData | None = None,
         "og:title", "twitter:title", "dc.title", "citation_title")] + [page.title]
     sources = [s for s in sources if s]
     site_names = _site_names(site, page.url)
-    from scrapy_grownup.decisions import page_memo
-
     others = [i for i in page_memo.tag_nodes(page, "h1") if i != node][:5]
     for candidate in ([node] if node is not None else []) + others:
         text = heading if candidate == node else node_full_text(page, candidate)
@@ -331,8 +328,6 @@ def headline_node(page: PageStructure, keep=None) -> int | None:
     the header or a modal's ``h1`` after the article lose), else an ``h2``/``h3`` just before
     the content. Without one: the first ``h1`` of the body.
     """
-    from scrapy_grownup.decisions import page_memo
-
     first_run = page_memo.memo(page, "headings", lambda: _heading_runs(page))
     heads = list(first_run)
     if not heads:
@@ -361,8 +356,6 @@ def headline_node(page: PageStructure, keep=None) -> int | None:
 def _heading_runs(page: PageStructure) -> dict[int, int]:
     """``headline_node``'s candidates: each heading of at most 40 words with text, by node in
     document order, and its first run."""
-    from scrapy_grownup.decisions import page_memo
-
     heads = sorted(i for tag in HEADING_TAGS for i in page_memo.tag_nodes(page, tag))
     first_run = {}
     for i in heads:
@@ -578,8 +571,6 @@ def _markup_authors(page: PageStructure, keep=None) -> list[str]:
     if keep is not None and np.asarray(keep).any() and len(page.seg_text):
         kept = np.flatnonzero(np.asarray(keep, dtype=bool)[page.seg_owner])
         stop = int(page.seg_owner[kept[-1]]) + 1 if len(kept) else stop
-    from scrapy_grownup.decisions import page_memo
-
     # a node without ``itemprop`` or ``rel`` names no author
     for i in sorted({*page_memo.attribute_nodes(page, "itemprop"),
                      *page_memo.attribute_nodes(page, "rel")}):
@@ -762,8 +753,6 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
                          *(page.meta.get(k) for k in PUBLISHED_META), *other_meta))
     if found:
         return found
-    from scrapy_grownup.decisions import page_memo
-
     for i in sorted(page_memo.attribute_nodes(page, "itemprop")):
         values = page.attrs[i]
         if values.get("itemprop") in ("datePublished", "dateCreated"):
@@ -785,8 +774,6 @@ def published(page: PageStructure, ld: _LinkedData | None = None, keep=None,
 
 def _time_element_date(page: PageStructure, head: int | None) -> str | None:
     """The first ``<time datetime>`` near the headline, or the first of the page."""
-    from scrapy_grownup.decisions import page_memo
-
     times = [i for i in sorted(page_memo.attribute_nodes(page, "datetime"))
              if page.tags[i] == "time" and page.attrs[i].get("datetime")]
     if not times:
@@ -954,14 +941,10 @@ def _language_code(value) -> str | None:
 def base_url(page: PageStructure) -> str | None:
     """The URL relative links resolve against: ``<base href>`` (itself resolved), else the URL
     (found once per page)."""
-    from scrapy_grownup.decisions import page_memo
-
     return page_memo.memo(page, "base_url", lambda: (_base_url(page),))[0]
 
 
 def _base_url(page: PageStructure) -> str | None:
-    from scrapy_grownup.decisions import page_memo
-
     for i in page_memo.attribute_nodes(page, "href"):
         values = page.attrs[i]
         if page.tags[i] == "base" and values.get("href"):
@@ -972,8 +955,6 @@ def _base_url(page: PageStructure) -> str | None:
 def canonical_url(page: PageStructure, ld: _LinkedData | None = None) -> str | None:
     """``<link rel=canonical>``, else ``og:url``, else the JSON-LD ``url``; absolute."""
     ld = ld or linked_data(page)
-    from scrapy_grownup.decisions import page_memo
-
     attrs = page.attrs
     candidates = [attrs[i].get("href") for i in sorted(page_memo.attribute_nodes(page, "rel"))
                   if page.tags[i] == "link"
@@ -1055,8 +1036,6 @@ def main_image(page: PageStructure, ld: _LinkedData | None = None) -> str | None
     if ld.webpage is not None:
         candidates.append(ld.webpage.get("primaryImageOfPage"))
     candidates.append(page.meta.get("image"))  # <meta itemprop="image" content="...">
-    from scrapy_grownup.decisions import page_memo
-
     attrs = page.attrs
     candidates += [attrs[i].get("href") for i in sorted(page_memo.attribute_nodes(page, "rel"))
                    if page.tags[i] == "link" and "image_src" in attrs[i].get("rel", "").lower()]
@@ -1107,8 +1086,6 @@ def date_modified(page: PageStructure, ld: _LinkedData | None = None) -> str | N
                          *other_meta))
     if found:
         return found
-    from scrapy_grownup.decisions import page_memo
-
     for i in sorted(page_memo.attribute_nodes(page, "itemprop")):
         values = page.attrs[i]
         if values.get("itemprop") == "dateModified":
@@ -1166,8 +1143,6 @@ def categories(page: PageStructure, ld: _LinkedData | None = None) -> list[str]:
 def _rel_links(page: PageStructure, word: str, unless: str | None = None) -> list[str]:
     """The texts of the links whose ``rel`` names ``word`` (and not ``unless``): WordPress
     marks a post's tags ``rel="tag"`` and its categories ``rel="category tag"``."""
-    from scrapy_grownup.decisions import page_memo
-
     out = []
     for i in page_memo.attribute_nodes(page, "rel"):
         rel = page.attrs[i].get("rel")
